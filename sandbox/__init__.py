@@ -1,0 +1,1 @@
+"""bubblewrap containment: policy, argv, seccomp, limits, teardown, environment probe."""

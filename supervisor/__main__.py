@@ -1,0 +1,5 @@
+"""`python -m supervisor` is the `sandvisor` command."""
+
+from supervisor.cli import main
+
+raise SystemExit(main())

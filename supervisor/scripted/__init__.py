@@ -1,0 +1,1 @@
+"""Scripted tool orchestration: a logic-only bash interpreter with tools as builtins."""
