@@ -14,6 +14,7 @@ testable on its own.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 
@@ -33,6 +34,11 @@ Command = Callable[[list[str], "str | None"], "CommandResult | Awaitable[Command
 
 #: The table the interpreter consults for a simple command name.
 CommandTable = Mapping[str, Command]
+
+#: The ``time.monotonic()`` deadline of the execution in progress, set by the engine for
+#: the duration of ``run_script``. Commands that wait (async tool callbacks) run under it;
+#: None outside an execution or when it has no timeout.
+execution_deadline: ContextVar[float | None] = ContextVar("execution_deadline", default=None)
 
 
 @dataclass(frozen=True, slots=True)
