@@ -1,0 +1,180 @@
+"""Frames (spec section 4): seal, open, and a bounded line reader. No I/O.
+
+A frame is ``TAG SP BODY LF`` where TAG is the lowercase hex HMAC-SHA256 of the exact BODY
+bytes under the sender's directional key. `Opener.open` runs the receiver checks 1-9 in the
+spec's order; nothing is decoded before the MAC verifies, and a failure changes nothing, so
+the correct line still opens afterwards.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hmac
+from collections import deque
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from .errors import (
+    BadSequence,
+    BadTag,
+    BadVersion,
+    LineTooLong,
+    MalformedBody,
+    MalformedFrame,
+    ProtocolError,
+    Refused,
+    TagMismatch,
+    TruncatedLine,
+    WrongSession,
+)
+from .limits import MAX_LINE_BYTES, MAX_SEQUENCE, PROTOCOL_VERSION, TAG_HEX_CHARS
+from .messages import Body
+
+_HEX = b"0123456789abcdef"
+_DIGEST = "sha256"
+M = TypeVar("M", bound=Body)
+
+
+class Sealer:
+    """The sending half of one direction: owns the outgoing sequence counter."""
+
+    __slots__ = ("_encode", "_key", "_next", "_sid")
+
+    def __init__(self, key: bytes, session_id: str) -> None:
+        self._key = key
+        self._sid = session_id
+        self._next = 1
+        self._encode = msgspec.json.Encoder().encode
+
+    @property
+    def next_seq(self) -> int:
+        return self._next
+
+    def seal(self, kind: type[Body], **fields: Any) -> bytes:
+        """The exact line (with LF) for one message; the counter advances only on success.
+
+        Raises `Refused` (nothing sealed) if the line would exceed the frame limit.
+        """
+        seq = self._next
+        if seq > MAX_SEQUENCE:
+            raise Refused("sequence_exhausted", "this direction has used every sequence number")
+        body = self._encode(kind(v=PROTOCOL_VERSION, sid=self._sid, seq=seq, **fields))
+        if len(body) + TAG_HEX_CHARS + 1 > MAX_LINE_BYTES:
+            raise Refused(
+                "frame_too_large", f"a {kind.__name__.lower()} frame would exceed the line limit"
+            )
+        tag = binascii.hexlify(hmac.digest(self._key, body, _DIGEST))
+        self._next = seq + 1
+        return b"".join((tag, b" ", body, b"\n"))
+
+
+class Opener(Generic[M]):
+    """The receiving half of one direction: owns the expected sequence counter."""
+
+    __slots__ = ("_decode", "_key", "_next", "_sid")
+
+    def __init__(self, key: bytes, session_id: str, kinds: Any) -> None:
+        """``kinds`` is the union of message types the peer may send."""
+        self._key = key
+        self._sid = session_id
+        self._next = 1
+        self._decode = msgspec.json.Decoder(kinds).decode
+
+    @property
+    def next_seq(self) -> int:
+        return self._next
+
+    def open(self, line: bytes) -> M:
+        """Verify and decode one line (without its LF); checks 1-9 of section 4, in order."""
+        if len(line) > MAX_LINE_BYTES:  # 1. line length
+            raise LineTooLong(f"line of {len(line)} bytes exceeds {MAX_LINE_BYTES}")
+        split = line.find(b" ")  # 2. split at the first space
+        if split < 0:
+            raise MalformedFrame("no space between tag and body")
+        if b"\n" in line:
+            raise MalformedFrame("a line feed inside the frame")
+        tag = line[:split]
+        if split != TAG_HEX_CHARS or tag.strip(_HEX):  # 3. tag grammar
+            raise BadTag("tag is not 64 lowercase hex characters")
+        body = line[split + 1 :]
+        expected = hmac.digest(self._key, body, _DIGEST)  # 4. constant-time verify
+        if not hmac.compare_digest(expected, binascii.unhexlify(tag)):
+            raise TagMismatch("frame tag does not verify")
+        try:  # 5. strict decode
+            msg: M = self._decode(body)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise MalformedBody(str(exc)) from None
+        if msg.v != PROTOCOL_VERSION:  # 6.
+            raise BadVersion(f"protocol version {msg.v}, expected {PROTOCOL_VERSION}")
+        if msg.sid != self._sid:  # 7.
+            raise WrongSession("frame is for another session")
+        if msg.seq != self._next:  # 8.
+            raise BadSequence(f"sequence {msg.seq}, expected {self._next}")
+        self._next += 1  # 9.
+        return msg
+
+
+class LineReader:
+    """A bounded, sans-IO splitter of a byte stream into lines (without their LF).
+
+    Feed bytes as they arrive and take lines with `next_line`. Errors surface in stream
+    order: lines before a defect are still returned first. A partial line is never kept
+    beyond ``limit`` bytes: at ``limit + 1`` bytes without a LF the reader fails.
+    """
+
+    __slots__ = ("_failed", "_limit", "_partial", "_ready")
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self._limit = limit
+        self._partial = bytearray()
+        self._ready: deque[bytes | ProtocolError] = deque()
+        self._failed = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of the incomplete line held now (never more than the limit)."""
+        return len(self._partial)
+
+    def feed(self, data: bytes) -> None:
+        if self._failed:
+            return
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                break
+            if len(self._partial) + newline - start > self._limit:
+                self._fail(LineTooLong(f"line exceeds {self._limit} bytes"))
+                return
+            if self._partial:
+                self._partial += data[start:newline]
+                self._ready.append(bytes(self._partial))
+                self._partial.clear()
+            else:
+                self._ready.append(data[start:newline])
+            start = newline + 1
+        if len(self._partial) + len(data) - start > self._limit:
+            self._fail(LineTooLong(f"line exceeds {self._limit} bytes without a line feed"))
+            return
+        self._partial += data[start:]
+
+    def feed_eof(self) -> None:
+        """The stream ended: an incomplete line becomes an error after the complete ones."""
+        if not self._failed and self._partial:
+            self._fail(TruncatedLine(f"stream ended inside a line ({len(self._partial)} bytes)"))
+
+    def next_line(self) -> bytes | None:
+        """The next complete line, or None if more bytes are needed; raises a defect."""
+        if not self._ready:
+            return None
+        item = self._ready.popleft()
+        if isinstance(item, ProtocolError):
+            self._ready.appendleft(item)  # the defect stays: the stream is unusable from here on
+            raise item
+        return item
+
+    def _fail(self, error: ProtocolError) -> None:
+        self._failed = True
+        self._partial = bytearray()
+        self._ready.append(error)

@@ -1,0 +1,185 @@
+"""Every message kind of spec section 6 as a strict msgspec Struct.
+
+Bodies are a tagged union on ``type``; unknown fields and wrong types are rejected at
+decode (receiver check 5). ``v``, ``sid`` and ``seq`` are plain ints/strings on purpose:
+their *values* are checked afterwards (checks 6-8), so each failure gets its own error.
+Ids are checked by pattern at decode; sizes, depths and state are checked by the
+connections (check 10).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from .limits import ID_PATTERN, MAX_NONCE_CHARS
+
+Id = Annotated[str, msgspec.Meta(pattern=ID_PATTERN)]
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Nonce = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NONCE_CHARS)]
+Format = Literal["text", "json"]
+Outcome = Literal["acknowledged", "too_late", "unsupported"]
+
+
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Strict and immutable: unknown fields are refused at decode."""
+
+
+# -- payload: {"format": "text", "value": str} | {"format": "json", "value": object|array}
+
+
+class TextPayload(_Strict, tag_field="format", tag="text", frozen=True):
+    value: str
+
+
+class JsonPayload(_Strict, tag_field="format", tag="json", frozen=True):
+    value: dict[str, Any] | list[Any]
+
+
+Payload = TextPayload | JsonPayload
+
+
+# -- grant: {tool, format, max_calls, max_input_bytes, max_output_bytes, stream} ----------
+
+
+class StreamLimits(_Strict, frozen=True):
+    max_chunks: Positive
+    max_chunk_bytes: Positive
+    max_total_bytes: Positive
+
+
+class Grant(_Strict, frozen=True):
+    tool: Id
+    format: Format
+    max_calls: Positive
+    max_input_bytes: Positive
+    max_output_bytes: Positive
+    stream: StreamLimits | None
+
+
+# -- reconciled status: {"state": running | succeeded+payload | failed+message | ...} ------
+
+
+class Running(_Strict, tag_field="state", tag="running", frozen=True):
+    pass
+
+
+class Succeeded(_Strict, tag_field="state", tag="succeeded", frozen=True):
+    payload: Payload
+
+
+class Failed(_Strict, tag_field="state", tag="failed", frozen=True):
+    message: str
+
+
+class CancelledState(_Strict, tag_field="state", tag="cancelled", frozen=True):
+    pass
+
+
+class UnknownState(_Strict, tag_field="state", tag="unknown", frozen=True):
+    pass
+
+
+Status = Running | Succeeded | Failed | CancelledState | UnknownState
+
+
+# -- bodies: {"v": 1, "sid": ..., "seq": n, "type": kind, ...fields} ---------------------
+
+
+class Body(_Strict, tag_field="type", frozen=True):
+    """Fields every body has; `Sealer` fills them in."""
+
+    v: int
+    sid: str
+    seq: int
+
+
+# Host -> worker
+
+
+class Open(Body, tag="open", frozen=True):
+    grants: list[Grant]
+    max_in_flight: Positive
+
+
+class Invoke(Body, tag="invoke", frozen=True):
+    rid: Id
+    tool: Id
+    payload: Payload
+    attempt: Positive
+    idempotency_key: Id
+    deadline_ms: NonNegative | None
+
+
+class Cancel(Body, tag="cancel", frozen=True):
+    cid: Id
+    rid: Id
+    tool: Id
+
+
+class Reconcile(Body, tag="reconcile", frozen=True):
+    rid: Id
+    tool: Id
+    operation_key: Id
+
+
+class Ping(Body, tag="ping", frozen=True):
+    nonce: Nonce
+
+
+class Close(Body, tag="close", frozen=True):
+    pass
+
+
+# Worker -> host
+
+
+class Ready(Body, tag="ready", frozen=True):
+    tools: list[Id]
+    impl: str
+    version: str
+
+
+class Chunk(Body, tag="chunk", frozen=True):
+    rid: Id
+    index: Positive
+    text: str
+
+
+class Result(Body, tag="result", frozen=True):
+    rid: Id
+    payload: Payload
+
+
+class Error(Body, tag="error", frozen=True):
+    rid: Id
+    code: Id
+    message: str
+    retryable: bool
+
+
+class CancelResult(Body, tag="cancel_result", frozen=True):
+    cid: Id
+    rid: Id
+    tool: Id
+    outcome: Outcome
+
+
+class Reconciled(Body, tag="reconciled", frozen=True):
+    rid: Id
+    tool: Id
+    operation_key: Id
+    status: Status
+
+
+class Pong(Body, tag="pong", frozen=True):
+    nonce: Nonce
+
+
+HostMessage = Open | Invoke | Cancel | Reconcile | Ping | Close
+WorkerMessage = Ready | Chunk | Result | Error | CancelResult | Reconciled | Pong
+
+HOST_KINDS: tuple[type[Body], ...] = (Open, Invoke, Cancel, Reconcile, Ping, Close)
+WORKER_KINDS: tuple[type[Body], ...] = (Ready, Chunk, Result, Error, CancelResult, Reconciled, Pong)
