@@ -1,1 +1,69 @@
-"""Scripted tool orchestration: a logic-only bash interpreter with tools as builtins."""
+"""Scripted tool orchestration: a logic-only bash interpreter with tools as builtins.
+
+Public names are imported lazily, so ``import supervisor.scripted`` stays cheap and
+pulls in the interpreter, ``jsonschema`` and ``jq`` only when they are used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY: dict[str, str] = {
+    "ScriptedTool": "supervisor.scripted.scripted_tool",
+    "ScriptingToolSet": "supervisor.scripted.toolset",
+    "DiscoveryMode": "supervisor.scripted.toolset",
+    "ScriptTool": "supervisor.scripted.toolset",
+    "DiscoverTool": "supervisor.scripted.toolset",
+    "ExecResult": "supervisor.scripted.contract",
+    "ExecutionLimits": "supervisor.scripted.contract",
+    "ToolDef": "supervisor.tools.definition",
+    "ToolFailure": "supervisor.tools.definition",
+    "ToolRegistry": "supervisor.tools.registry",
+    "ExecutionTrace": "supervisor.tools.trace",
+    "TraceEntry": "supervisor.tools.trace",
+    "parse_flags": "supervisor.scripted.flags",
+    "usage_from_schema": "supervisor.scripted.flags",
+    "FlagError": "supervisor.scripted.flags",
+}
+
+__all__ = [
+    "DiscoverTool",
+    "DiscoveryMode",
+    "ExecResult",
+    "ExecutionLimits",
+    "ExecutionTrace",
+    "FlagError",
+    "ScriptTool",
+    "ScriptedTool",
+    "ScriptingToolSet",
+    "ToolDef",
+    "ToolFailure",
+    "ToolRegistry",
+    "TraceEntry",
+    "parse_flags",
+    "usage_from_schema",
+]
+
+if TYPE_CHECKING:
+    from supervisor.scripted.contract import ExecResult, ExecutionLimits
+    from supervisor.scripted.flags import FlagError, parse_flags, usage_from_schema
+    from supervisor.scripted.scripted_tool import ScriptedTool
+    from supervisor.scripted.toolset import (
+        DiscoverTool,
+        DiscoveryMode,
+        ScriptingToolSet,
+        ScriptTool,
+    )
+    from supervisor.tools.definition import ToolDef, ToolFailure
+    from supervisor.tools.registry import ToolRegistry
+    from supervisor.tools.trace import ExecutionTrace, TraceEntry
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'supervisor.scripted' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

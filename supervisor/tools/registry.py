@@ -1,0 +1,420 @@
+"""``ToolRegistry``: one dispatcher for every surface a tool is reached from.
+
+Shell commands of a script, structured calls from a host (``await registry.call(...)``)
+and, later, MCP all go through ``dispatch``, in bashkit's order:
+
+1. schema validation (``<n>: schema error: <msg>``, exit 2, traced);
+2. the policy hook, which sees name, params, tenant and surface (``<n>: denied by
+   policy``, exit 1, traced; a hook that raises denies);
+3. the callback, under the request's deadline (async callbacks are cancelled at the
+   deadline: ``<n>: callback timeout``, exit 1), with failures sanitised
+   (``<n>: callback failed``, exit 1) unless the callback raised ``ToolFailure``;
+4. the trace entry.
+
+The registry holds definitions, callbacks and the policy; it holds no request state.
+Tenant and trace come from the request (``RequestScope``), so tenants that share one
+registry share callbacks and policy but never traces or identity.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import anyio
+
+from supervisor.tools.context import (
+    CallContext,
+    RequestScope,
+    current_request,
+    enter_call,
+    leave_call,
+    reset_call,
+)
+from supervisor.tools.definition import (
+    ToolCall,
+    ToolCallback,
+    ToolCallDecision,
+    ToolCallSurface,
+    ToolDef,
+    ToolFailure,
+    ToolOutput,
+    check_command_name,
+    check_dotted_name,
+    copy_schema,
+)
+from supervisor.tools.schema import SchemaValidator
+from supervisor.tools.trace import InvocationKind, InvocationTrace
+
+log = logging.getLogger(__name__)
+
+#: The policy hook: ``fn(ToolCall) -> ToolCallDecision``.
+PolicyHook = Callable[[ToolCall], ToolCallDecision]
+
+_TOOL = InvocationKind.TOOL
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredTool:
+    """A definition with its behaviour, compiled for dispatch."""
+
+    definition: ToolDef
+    callback: ToolCallback
+    dry_run: ToolCallback | None
+    #: The private JSON copy of the definition's schema that parsing and checks use.
+    schema: dict[str, Any]
+    validator: SchemaValidator
+    is_async: bool
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+
+def _error(stderr: str, exit_code: int) -> ToolOutput:
+    return ToolOutput("", stderr, exit_code)
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.monotonic()
+
+
+class ToolRegistry:
+    """Tool definitions, callbacks and policy, shared by every surface."""
+
+    def __init__(
+        self,
+        tools: Sequence[tuple[ToolDef, ToolCallback]] = (),
+        *,
+        policy: PolicyHook | None = None,
+        sanitize_errors: bool = True,
+        dotted_names: bool = True,
+    ) -> None:
+        self._tools: dict[str, RegisteredTool] = {}
+        self._policy = policy
+        self._sanitize = sanitize_errors
+        self._dotted = dotted_names
+        self._default_trace = InvocationTrace()
+        #: Bumped on every registration, so surfaces can cache what they derive.
+        self.version = 0
+        for definition, callback in tools:
+            self.register(definition, callback)
+
+    # --- registration ----------------------------------------------------------------
+
+    def register(
+        self,
+        definition: ToolDef,
+        callback: ToolCallback,
+        *,
+        dry_run: ToolCallback | None = None,
+    ) -> RegisteredTool:
+        """Add a tool; names are checked and schemas compiled here, once."""
+        if not isinstance(definition, ToolDef):
+            raise TypeError("register() needs a ToolDef")
+        name = definition.name
+        if self._dotted:
+            check_dotted_name(name)
+        else:
+            check_command_name(name)
+        if name in self._tools:
+            raise ValueError(f"tool {name!r} is already registered")
+        if not callable(callback) or (dry_run is not None and not callable(dry_run)):
+            raise TypeError(f"{name}: callback must be callable")
+        schema = copy_schema(name, definition.input_schema)
+        tool = RegisteredTool(
+            definition=definition,
+            callback=callback,
+            dry_run=dry_run,
+            schema=schema,
+            validator=SchemaValidator(schema),
+            is_async=inspect.iscoroutinefunction(callback),
+        )
+        self._tools[name] = tool
+        self.version += 1
+        return tool
+
+    def tool(
+        self,
+        name: str,
+        description: str,
+        *,
+        schema: Mapping[str, Any] | None = None,
+        tags: Sequence[str] = (),
+        category: str | None = None,
+    ) -> Callable[[ToolCallback], ToolCallback]:
+        """Decorator form of ``register``."""
+
+        def decorate(callback: ToolCallback) -> ToolCallback:
+            definition = ToolDef(name, description, schema or {}, tuple(tags), category)
+            self.register(definition, callback)
+            return callback
+
+        return decorate
+
+    # --- reading -----------------------------------------------------------------------
+
+    @property
+    def sanitize_errors(self) -> bool:
+        return self._sanitize
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[RegisteredTool]:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def definitions(self) -> list[ToolDef]:
+        return [tool.definition for tool in self._tools.values()]
+
+    def trace(self) -> InvocationTrace:
+        """A fresh trace sink, for one request or one tenant."""
+        return InvocationTrace()
+
+    @property
+    def default_trace(self) -> InvocationTrace:
+        """Where calls made outside any request are recorded."""
+        return self._default_trace
+
+    def discover(
+        self, *, category: str | None = None, tag: str | None = None, search: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Runtime discovery for structured surfaces: every filter given must match."""
+        needle = None if search is None else search.lower()
+        out = []
+        for tool in self._tools.values():
+            d = tool.definition
+            if category is not None and d.category != category:
+                continue
+            if tag is not None and tag not in d.tags:
+                continue
+            if (
+                needle is not None
+                and needle not in d.name.lower()
+                and (needle not in d.description.lower())
+            ):
+                continue
+            out.append(
+                {
+                    "name": d.name,
+                    "description": d.description,
+                    "input_schema": tool.schema,
+                    "tags": list(d.tags),
+                    "category": d.category,
+                }
+            )
+        return out
+
+    # --- calling -------------------------------------------------------------------------
+
+    async def call(
+        self,
+        name: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        stdin: str | None = None,
+        tenant: str | None = None,
+        surface: ToolCallSurface = ToolCallSurface.PYTHON,
+        trace: InvocationTrace | None = None,
+        timeout: float | None = None,
+    ) -> ToolOutput:
+        """A structured call: ``params`` is normalised to JSON and goes through the same
+        validation, policy, deadline, sanitisation and tracing as a shell command.
+        Unknown tools give exit 127 (``<n>: unknown tool``)."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return _error(f"{name}: unknown tool\n", 127)
+        try:
+            normalised = json.loads(json.dumps({} if params is None else params, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            return _error(f"{name}: input is not JSON: {exc}\n", 2)
+        if not isinstance(normalised, dict):
+            return _error(f"{name}: schema error: input must be object\n", 2)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        scope = RequestScope(tenant, self._default_trace if trace is None else trace)
+        token = current_request.set(scope)
+        try:
+            result = self.dispatch(tool, normalised, stdin, surface, [], deadline)
+            if not isinstance(result, ToolOutput):
+                result = await result
+        finally:
+            current_request.reset(token)
+        return result
+
+    def dispatch(
+        self,
+        tool: RegisteredTool,
+        params: dict[str, Any],
+        stdin: str | None,
+        surface: ToolCallSurface,
+        trace_args: list[str],
+        deadline: float | None,
+    ) -> ToolOutput | Awaitable[ToolOutput]:
+        """The shared path: validate, ask the policy, run the callback, trace.
+
+        Returns the output directly when the callback is synchronous (no coroutine on the
+        hot path), else an awaitable of it. Tenant and trace come from the request in
+        progress (``current_request``).
+        """
+        scope = current_request.get()
+        if scope is None:
+            tenant, trace = None, self._default_trace
+        else:
+            tenant, trace = scope.tenant_id, scope.trace
+        name = tool.definition.name
+        problem = tool.validator.error(params)
+        if problem is not None:
+            trace.record(name, _TOOL, trace_args, 2)
+            return _error(f"{name}: schema error: {problem}\n", 2)
+        if self._policy is not None and not self._allowed(name, params, tenant, surface):
+            trace.record(name, _TOOL, trace_args, 1)
+            return _error(f"{name}: denied by policy\n", 1)
+        call = CallContext(name, tenant, surface)
+        if tool.is_async:
+            return self._settle(
+                self._start(tool.callback, params, stdin, call), call, deadline, trace, trace_args
+            )
+        remaining = _remaining(deadline)
+        if remaining is not None and remaining <= 0:
+            call.revoke()
+            trace.record(name, _TOOL, trace_args, 1)
+            return _error(f"{name}: callback timeout\n", 1)
+        started = self._start(tool.callback, params, stdin, call)
+        if not isinstance(started, ToolOutput):
+            return self._settle(started, call, deadline, trace, trace_args)
+        call.revoke()
+        trace.record(name, _TOOL, trace_args, started.exit_code)
+        return started
+
+    def dry_run(
+        self, tool: RegisteredTool, params: dict[str, Any], stdin: str | None
+    ) -> ToolOutput | Awaitable[ToolOutput]:
+        """A custom ``--dry-run`` handler (no schema check or policy, as in bashkit; its
+        failures are sanitised like a callback's). The caller traces it."""
+        handler = tool.dry_run
+        assert handler is not None
+        scope = current_request.get()
+        tenant = None if scope is None else scope.tenant_id
+        call = CallContext(tool.definition.name, tenant, ToolCallSurface.SHELL)
+        started = self._start(handler, params, stdin, call)
+        if not isinstance(started, ToolOutput):
+            return self._settle(started, call, None, None, [])
+        call.revoke()
+        return started
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _allowed(
+        self, name: str, params: dict[str, Any], tenant: str | None, surface: ToolCallSurface
+    ) -> bool:
+        assert self._policy is not None
+        try:
+            decision = self._policy(ToolCall(name, MappingProxyType(params), tenant, surface))
+        except Exception:
+            log.warning("policy hook raised for %s; denying", name, exc_info=True)
+            return False
+        return decision is ToolCallDecision.ALLOW
+
+    def _start(
+        self, callback: ToolCallback, params: dict[str, Any], stdin: str | None, call: CallContext
+    ) -> ToolOutput | _Pending:
+        """Run the synchronous part of a callback with its call context set: the output,
+        or the awaitable an async callback returned."""
+        token = enter_call(call)
+        try:
+            result = callback(params, stdin)
+        except ToolFailure as failure:
+            return _error(failure.message, failure.exit_code)
+        except Exception as exc:
+            return self._failed(call, exc)
+        finally:
+            reset_call(token)
+        if type(result) is str:
+            return ToolOutput(result, "", 0)
+        if inspect.isawaitable(result):
+            return _Pending(result)
+        return self._bad_return(call, result)
+
+    async def _settle(
+        self,
+        started: ToolOutput | _Pending,
+        call: CallContext,
+        deadline: float | None,
+        trace: InvocationTrace | None,
+        trace_args: list[str],
+    ) -> ToolOutput:
+        """Await an async callback under the deadline (the call context stays set until
+        it settles, then is revoked), and trace the outcome."""
+        out: ToolOutput
+        if isinstance(started, ToolOutput):
+            out = started
+        else:
+            token = enter_call(call)
+            try:
+                out = await self._await(started.awaitable, call, deadline)
+            finally:
+                leave_call(call, token)
+        call.revoke()
+        if trace is not None:
+            trace.record(call.name, _TOOL, trace_args, out.exit_code)
+        return out
+
+    async def _await(
+        self, awaitable: Awaitable[object], call: CallContext, deadline: float | None
+    ) -> ToolOutput:
+        name = call.name
+        remaining = _remaining(deadline)
+        if remaining is not None and remaining <= 0:
+            _discard(awaitable)
+            return _error(f"{name}: callback timeout\n", 1)
+        try:
+            with anyio.move_on_after(remaining) as cancel_scope:
+                result = await awaitable
+        except ToolFailure as failure:
+            return _error(failure.message, failure.exit_code)
+        except Exception as exc:
+            return self._failed(call, exc)
+        if cancel_scope.cancelled_caught:
+            return _error(f"{name}: callback timeout\n", 1)
+        if type(result) is str:
+            return ToolOutput(result, "", 0)
+        return self._bad_return(call, result)
+
+    def _failed(self, call: CallContext, exc: BaseException) -> ToolOutput:
+        name = call.name
+        if self._sanitize:
+            log.debug("tool %s callback failed (sanitised)", name, exc_info=exc)
+            return _error(f"{name}: callback failed\n", 1)
+        return _error(str(exc) or type(exc).__name__, 1)
+
+    def _bad_return(self, call: CallContext, result: object) -> ToolOutput:
+        name = call.name
+        if self._sanitize:
+            return _error(f"{name}: callback failed\n", 1)
+        return _error(f"{name}: callback returned {type(result).__name__}, expected str\n", 1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """The awaitable an async callback returned, still to be awaited."""
+
+    awaitable: Awaitable[object]
+
+
+def _discard(pending: object) -> None:
+    """Close a coroutine that will never run, so it is not reported as never awaited."""
+    close = getattr(pending, "close", None)
+    if close is not None:
+        close()
