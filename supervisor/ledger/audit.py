@@ -1,0 +1,170 @@
+"""The tamper-evident audit trail: one hash-chained event per transition.
+
+Each event's ``hash`` is SHA-256 over a domain string and the canonical (compact JSON
+array) encoding of all its other fields, ``prev_hash`` included, so editing, removing or
+reordering any event breaks every later link. The trail keeps a bounded ring in memory;
+the durable journal keeps every event. A chain with no external anchor cannot reveal a
+consistently rewritten tail: a host that needs that records ``head`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Callable, Iterable
+from enum import StrEnum
+
+import msgspec
+
+from supervisor.ledger.errors import AuditChainBroken, PolicyError
+
+GENESIS_HASH = "0" * 64
+DEFAULT_RING = 1024
+MAX_RING = 8192
+_DOMAIN = b"sandvisor/ledger/audit/v1\n"
+_encode = msgspec.json.Encoder().encode
+_sha256 = hashlib.sha256
+
+
+class AuditKind(StrEnum):
+    """What an event records. The last five are terminal: exactly one per operation."""
+
+    STARTED = "started"
+    CLAIMED = "claimed"
+    RETRY_SCHEDULED = "retry_scheduled"
+    STREAMED = "streamed"
+    STREAM_DENIED = "stream_denied"
+    CANCELLATION_REQUESTED = "cancellation_requested"
+    INDETERMINATE = "indeterminate"
+    RECOVERED_INDETERMINATE = "recovered_indeterminate"
+    RECONCILE_OBSERVED = "reconcile_observed"
+    COMPLETED = "completed"
+    DENIED = "denied"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+TERMINAL_KINDS = frozenset(
+    {AuditKind.COMPLETED, AuditKind.DENIED, AuditKind.FAILED, AuditKind.CANCELLED,
+     AuditKind.TIMED_OUT}
+)
+
+
+class AuditEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One transition. ``time`` is wall-clock seconds; ``bytes_in``/``bytes_out`` are the
+    input/source and output/emitted sizes; ``digest`` is the SHA-256 of the journaled
+    payload the event vouches for (the operation's row on ``started``, the result on
+    ``completed``/``failed``), so the journal's payloads are covered by the chain too."""
+
+    seq: int
+    time: float
+    op_id: int
+    tool: str
+    call_index: int
+    attempt: int
+    kind: str
+    bytes_in: int
+    bytes_out: int
+    detail: str
+    digest: str | None
+    prev_hash: str
+    hash: str
+
+    def fields(self) -> tuple[int, float, int, str, int, int, str, int, int, str, str | None,
+                              str]:
+        """Everything the hash covers, in canonical order."""
+        return (self.seq, self.time, self.op_id, self.tool, self.call_index, self.attempt,
+                self.kind, self.bytes_in, self.bytes_out, self.detail, self.digest,
+                self.prev_hash)
+
+
+def event_hash(fields: tuple[object, ...]) -> str:
+    return _sha256(_DOMAIN + _encode(fields)).hexdigest()
+
+
+def verify_chain(events: Iterable[AuditEvent], *, prev_hash: str = GENESIS_HASH,
+                 first_seq: int = 1) -> tuple[int, str]:
+    """Check that ``events`` hash correctly and link from ``prev_hash`` with consecutive
+    sequence numbers from ``first_seq``. Returns ``(count, head hash)``; raises
+    ``AuditChainBroken`` at the first bad event."""
+    expected_seq = first_seq
+    count = 0
+    for event in events:
+        if event.seq != expected_seq:
+            raise AuditChainBroken(
+                f"audit event {event.seq} found where {expected_seq} was expected "
+                f"(events removed or reordered)", seq=event.seq)
+        if event.prev_hash != prev_hash:
+            raise AuditChainBroken(
+                f"audit event {event.seq} does not link to its predecessor", seq=event.seq)
+        if event_hash(event.fields()) != event.hash:
+            raise AuditChainBroken(
+                f"audit event {event.seq} does not match its hash (edited)", seq=event.seq)
+        prev_hash = event.hash
+        expected_seq += 1
+        count += 1
+    return count, prev_hash
+
+
+AuditSubscriber = Callable[[AuditEvent], None]
+
+
+class AuditTrail:
+    """The chain head, the in-memory ring and the subscribers.
+
+    ``record`` persists an event before it chains it, so a transition whose journal write
+    fails leaves the chain untouched.
+    """
+
+    __slots__ = ("_ring", "head", "seq", "subscribers")
+
+    def __init__(self, capacity: int = DEFAULT_RING) -> None:
+        if type(capacity) is not int or not 1 <= capacity <= MAX_RING:
+            raise PolicyError(f"audit_capacity must be 1..{MAX_RING}, got {capacity!r}")
+        self._ring: deque[AuditEvent] = deque(maxlen=capacity)
+        self.subscribers: list[AuditSubscriber] = []
+        self.seq = 0
+        self.head = GENESIS_HASH
+
+    def restore(self, tail: Iterable[AuditEvent], seq: int, head: str) -> None:
+        """Continue a recovered chain: the ring gets its newest events."""
+        self._ring.extend(tail)
+        self.seq = seq
+        self.head = head
+
+    def record(self, time: float, op_id: int, tool: str, call_index: int, attempt: int,
+               kind: str, bytes_in: int, bytes_out: int, detail: str, digest: str | None,
+               persist: Callable[[AuditEvent], None] | None) -> AuditEvent:
+        """Chain the next event. ``persist`` (the journal write) runs first: if it raises,
+        the chain is left as it was."""
+        seq = self.seq + 1
+        prev = self.head
+        digest_hash = _sha256(_DOMAIN + _encode(
+            (seq, time, op_id, tool, call_index, attempt, kind, bytes_in, bytes_out, detail,
+             digest, prev))).hexdigest()
+        event = AuditEvent(seq=seq, time=time, op_id=op_id, tool=tool, call_index=call_index,
+                           attempt=attempt, kind=kind, bytes_in=bytes_in, bytes_out=bytes_out,
+                           detail=detail, digest=digest, prev_hash=prev, hash=digest_hash)
+        if persist is not None:
+            persist(event)
+        self._ring.append(event)
+        self.seq = seq
+        self.head = digest_hash
+        return event
+
+    def notify(self, event: AuditEvent) -> None:
+        for subscriber in self.subscribers:
+            subscriber(event)
+
+    def subscribe(self, subscriber: AuditSubscriber) -> Callable[[], None]:
+        self.subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            if subscriber in self.subscribers:
+                self.subscribers.remove(subscriber)
+
+        return unsubscribe
+
+    def events(self) -> tuple[AuditEvent, ...]:
+        return tuple(self._ring)

@@ -1,0 +1,911 @@
+"""``Ledger``: the host-owned lifecycle of external tool operations.
+
+A sans-IO state machine (reference-splash.md 8 and 9). Every transition is checked,
+audited in the hash chain and, with ``path=``, journaled in its own fsync'd SQLite
+transaction *before* memory changes, so a refused or failed call changes nothing and a
+returned value is durable. The only I/O is that optional journal; ``wait`` is the only
+async method. The ledger is driven from one task at a time and needs no lock.
+
+Queued -> claimed (attempt n) -> cancellation requested -> resolved; the table in
+docs/ledger.md lists every transition and refusal.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+from supervisor.ledger import payloads
+from supervisor.ledger.audit import (
+    GENESIS_HASH,
+    AuditEvent,
+    AuditKind,
+    AuditSubscriber,
+    AuditTrail,
+    verify_chain,
+)
+from supervisor.ledger.errors import (
+    AlreadyClaimed,
+    AlreadyCompleted,
+    AlreadyRegistered,
+    AlreadyReserved,
+    AuditChainBroken,
+    CallBudgetExhausted,
+    CancellationNotRequested,
+    CancellationRequested,
+    DeadlineElapsed,
+    InvalidInput,
+    InvalidOutput,
+    JournalError,
+    JournalFailed,
+    NotClaimed,
+    OperationIndeterminate,
+    PendingLimitReached,
+    PolicyError,
+    RedactorFailed,
+    RetryLimitReached,
+    StreamingDisabled,
+    StreamLimitExceeded,
+    UnknownOperation,
+    UnknownTool,
+)
+from supervisor.ledger.keys import SessionNonce
+from supervisor.ledger.policy import RetryClass, StreamPolicy, ToolPolicy
+from supervisor.ledger.records import OpRecord, operation_digest, result_digest
+from supervisor.ledger.types import (
+    MAX_MESSAGE_BYTES,
+    CancellationTicket,
+    Cancelled,
+    Completed,
+    Denied,
+    Failed,
+    Invocation,
+    OperationInfo,
+    OperationState,
+    Outcome,
+    ReconcileStatus,
+    StreamChunk,
+    TimedOut,
+)
+
+if TYPE_CHECKING:
+    import trio
+
+    from supervisor.ledger.journal import SqliteJournal
+
+_Q = OperationState.QUEUED
+_C = OperationState.CLAIMED
+_CR = OperationState.CANCELLATION_REQUESTED
+_R = OperationState.RESOLVED
+_DETAIL_CHARS = 256
+
+Redactor = Callable[[str], str]
+
+
+class _Tool:
+    __slots__ = ("contract", "policy", "redactor", "reserved")
+
+    def __init__(self, policy: ToolPolicy, contract: payloads.Contract | None) -> None:
+        self.policy = policy
+        self.contract = contract
+        self.redactor: Redactor | None = None
+        self.reserved = False  # started or claimed here: the redactor is fixed
+
+
+class _Op:
+    """One operation. ``deadline_at`` is on the ledger's (monotonic) clock."""
+
+    __slots__ = ("attempt", "call_index", "chunks", "deadline_at", "emitted_bytes", "format",
+                 "id", "indeterminate", "key", "max_attempts", "max_output_bytes", "outcome",
+                 "source_bytes", "state", "stream", "tool", "value")
+
+    def __init__(self, op_id: int, tool: str, call_index: int, key: str, fmt: Any, value: Any,
+                 max_attempts: int, max_output_bytes: int, deadline_at: float | None,
+                 stream: StreamPolicy | None) -> None:
+        self.id = op_id
+        self.tool = tool
+        self.call_index = call_index
+        self.key = key
+        self.format = fmt
+        self.value = value
+        self.max_attempts = max_attempts
+        self.max_output_bytes = max_output_bytes
+        self.deadline_at = deadline_at
+        self.stream = stream
+        self.state = _Q
+        self.attempt = 0
+        self.indeterminate = False
+        self.chunks = 0
+        self.source_bytes = 0
+        self.emitted_bytes = 0
+        self.outcome: Outcome | None = None
+
+
+class _Waiter:
+    __slots__ = ("event", "failure", "outcome")
+
+    def __init__(self, event: trio.Event) -> None:
+        self.event = event
+        self.outcome: Outcome | None = None
+        self.failure: str | None = None
+
+
+def _truncate(text: str, limit: int) -> str:
+    """At most ``limit`` UTF-8 bytes of ``text``, cut on a character boundary."""
+    data = text.encode(errors="replace")
+    return text if len(data) <= limit else data[:limit].decode(errors="ignore")
+
+
+class Ledger:
+    """Operations of external tools: claim, retry, stream, cancel, expire, reconcile, audit.
+
+    ``path``: a SQLite journal to make the ledger durable (recovered on open).
+    ``clock``: the monotonic clock deadlines use (in a trio host, ``trio.current_time``);
+    ``wall_clock``: audit times and journaled deadline instants.
+    ``session_nonce``: 16..64 unique bytes, for hosts without OS entropy.
+    """
+
+    def __init__(
+        self,
+        max_pending: int = 64,
+        path: str | PathLike[str] | None = None,
+        *,
+        session_nonce: SessionNonce | bytes | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        audit_capacity: int = 1024,
+        retain_outcomes: int = 1024,
+    ) -> None:
+        if type(max_pending) is not int or max_pending <= 0:
+            raise PolicyError(f"max_pending must be a positive integer, got {max_pending!r}")
+        if type(retain_outcomes) is not int or retain_outcomes <= 0:
+            raise PolicyError("retain_outcomes must be a positive integer")
+        if isinstance(session_nonce, bytes):
+            session_nonce = SessionNonce(session_nonce)
+        self._nonce = session_nonce
+        self._key_prefix: str | None = None
+        self._max_pending = max_pending
+        self._retain = retain_outcomes
+        self._clock = clock
+        self._wall = wall_clock
+        self._trail = AuditTrail(audit_capacity)
+        self._subscribers = self._trail.subscribers
+        self._tools: dict[str, _Tool] = {}
+        self._calls: dict[str, int] = {}
+        self._live: dict[int, _Op] = {}
+        self._queued: dict[int, _Op] = {}
+        self._deadlines: list[tuple[float, int]] = []
+        self._retained: OrderedDict[int, _Op] = OrderedDict()
+        self._waiters: dict[int, _Waiter] = {}
+        self._next_id = 1
+        self._batch_depth = 0
+        self._deferred: list[Callable[[], None]] = []
+        self._unusable: str | None = None
+        self._journal: SqliteJournal | None = None
+        if path is not None:
+            from supervisor.ledger.journal import SqliteJournal
+
+            self._journal = SqliteJournal(path)
+            try:
+                self._recover(self._journal, audit_capacity)
+            except BaseException:
+                self._journal.close()
+                raise
+
+    # -- registration -----------------------------------------------------------------
+
+    def register_external_tool(self, policy: ToolPolicy, *,
+                               redactor: Redactor | None = None) -> None:
+        """Make ``policy.name`` startable. Refused without entropy (and no host nonce)."""
+        if not isinstance(policy, ToolPolicy):
+            raise PolicyError("register_external_tool takes a ToolPolicy")
+        if policy.name in self._tools:
+            raise AlreadyRegistered(f"tool {policy.name!r} is registered already")
+        if redactor is not None and policy.stream is None:
+            raise StreamingDisabled(f"tool {policy.name!r} has no stream policy to redact")
+        if self._key_prefix is None:
+            if self._nonce is None:
+                self._nonce = SessionNonce.from_os_entropy()
+            self._key_prefix = self._nonce.key_prefix()
+        contract = None if policy.contract is None else payloads.compile_contract(
+            policy.contract)
+        entry = _Tool(policy, contract)
+        entry.redactor = redactor
+        self._tools[policy.name] = entry
+
+    def set_stream_redactor(self, tool: str, redactor: Redactor) -> None:
+        """Install the trusted function that turns raw chunk text into what the host sees.
+        Only before the tool's first start or claim in this ledger."""
+        entry = self._tools.get(tool)
+        if entry is None:
+            raise UnknownTool(f"tool {tool!r} is not registered")
+        if entry.policy.stream is None:
+            raise StreamingDisabled(f"tool {tool!r} has no stream policy")
+        if entry.reserved:
+            raise AlreadyReserved(
+                f"tool {tool!r} has operations already; its redactor can no longer change")
+        if not callable(redactor):
+            raise PolicyError("a redactor must be callable")
+        entry.redactor = redactor
+
+    # -- the lifecycle ----------------------------------------------------------------
+
+    def start(self, tool: str, value: Any) -> int:
+        """Reserve an operation (queued, attempt 0) and return its host-local id."""
+        entry = self._tools.get(tool)
+        if entry is None:
+            raise UnknownTool(f"tool {tool!r} is not registered")
+        policy = entry.policy
+        try:
+            data = payloads.encode(policy.format, value)
+        except payloads.PayloadError as exc:
+            raise InvalidInput(f"tool {tool!r}: {exc}") from None
+        if len(data) > policy.max_input_bytes:
+            raise InvalidInput(f"tool {tool!r}: input is {len(data)} bytes, over "
+                               f"max_input_bytes {policy.max_input_bytes}")
+        call_index = self._calls.get(tool, 0) + 1
+        if call_index > policy.max_calls:
+            raise CallBudgetExhausted(
+                f"tool {tool!r}: all {policy.max_calls} calls have been started")
+        if len(self._live) >= self._max_pending:
+            raise PendingLimitReached(
+                f"{self._max_pending} operations are pending already")
+        if self._unusable is not None:
+            self._check_usable()
+        op_id = self._next_id
+        wall = self._wall()
+        deadline = policy.deadline
+        deadline_wall = None if deadline is None else wall + deadline
+        stream = policy.stream
+        limits = None if stream is None else stream.as_tuple()
+        key = f"{self._key_prefix}-{op_id}"
+        fmt, max_attempts, max_output = policy.format, policy.max_attempts, policy.max_output_bytes
+        digest = operation_digest(op_id, tool, call_index, key, fmt, max_attempts, max_output,
+                                  deadline_wall, limits, data)
+        persist = None
+        if self._journal is not None:
+            persist = self._persist(OpRecord(
+                op_id=op_id, tool=tool, call_index=call_index, idempotency_key=key,
+                format=fmt, input=data, max_attempts=max_attempts, max_output_bytes=max_output,
+                deadline_wall=deadline_wall, stream=limits), None)
+        event = self._trail.record(wall, op_id, tool, call_index, 0, AuditKind.STARTED,
+                                   len(data), 0, key, digest, persist)
+        self._next_id = op_id + 1
+        self._calls[tool] = call_index
+        entry.reserved = True
+        deadline_at = None if deadline is None else self._clock() + deadline
+        op = _Op(op_id, tool, call_index, key, fmt, value, max_attempts, max_output, deadline_at,
+                 stream)
+        self._live[op_id] = op
+        self._queued[op_id] = op
+        if deadline_at is not None:
+            heapq.heappush(self._deadlines, (deadline_at, op_id))
+        self._publish(event)
+        return op_id
+
+    def claim_next(self) -> Invocation | None:
+        """Claim the oldest queued operation that can run now, or None.
+
+        Skipped, and left queued: operations whose deadline has passed (the next
+        ``expire_timed_out`` ends them) and those of tools not registered (again) yet.
+        """
+        now: float | None = None
+        for op in self._queued.values():
+            if op.tool not in self._tools:
+                continue
+            if op.deadline_at is not None:
+                if now is None:
+                    now = self._clock()
+                if now >= op.deadline_at:
+                    continue
+            return self._claim(op, now)
+        return None
+
+    def claim(self, op_id: int) -> Invocation:
+        """Claim exactly ``op_id``; a stale id never claims anything else."""
+        op = self._live_op(op_id)
+        if op.state is not _Q:
+            raise AlreadyClaimed(f"operation {op_id} is {op.state} already", op_id=op_id)
+        self._entry(op)
+        now = self._clock()
+        if op.deadline_at is not None and now >= op.deadline_at:
+            raise DeadlineElapsed(f"operation {op_id}: its deadline has passed", op_id=op_id)
+        return self._claim(op, now)
+
+    def _claim(self, op: _Op, now: float | None) -> Invocation:
+        event = self._record_op(op, AuditKind.CLAIMED, 1)
+        del self._queued[op.id]
+        op.state = _C
+        op.attempt = 1
+        self._tools[op.tool].reserved = True
+        self._publish(event)
+        return self._invocation(op, now)
+
+    def retry(self, op_id: int, retry_class: RetryClass | str) -> Invocation:
+        """The next attempt of a claimed operation: same id, input, call index and key."""
+        try:
+            retry_class = RetryClass(retry_class)
+        except ValueError:
+            raise PolicyError(f"unknown retry class {retry_class!r}") from None
+        op = self._dispatched(op_id, allow_cancel_requested=False)
+        self._entry(op)
+        self._refuse_indeterminate(op, "retried (that would re-dispatch it)")
+        now = self._clock()
+        if op.deadline_at is not None and now >= op.deadline_at:
+            raise DeadlineElapsed(f"operation {op_id}: its deadline has passed; expire it",
+                                  op_id=op_id)
+        if op.attempt >= op.max_attempts:
+            raise RetryLimitReached(
+                f"operation {op_id}: attempt {op.attempt} of {op.max_attempts}; complete, "
+                f"fail or cancel it", op_id=op_id)
+        event = self._record_op(op, AuditKind.RETRY_SCHEDULED, op.attempt + 1,
+                                detail=retry_class.value)
+        op.attempt += 1
+        self._publish(event)
+        return self._invocation(op, now)
+
+    def push_chunk(self, op_id: int, text: str) -> StreamChunk:
+        """Release one chunk of a claimed operation's stream, redacted and bounded.
+
+        Counters span every attempt. ``StreamLimitExceeded`` is backpressure: stop
+        forwarding, never retry the same chunk.
+        """
+        op = self._dispatched(op_id, allow_cancel_requested=False)
+        entry = self._entry(op)
+        self._refuse_indeterminate(op, "streamed")
+        if op.deadline_at is not None and self._clock() >= op.deadline_at:
+            raise DeadlineElapsed(f"operation {op_id}: its deadline has passed", op_id=op_id)
+        policy = op.stream
+        if policy is None:
+            self._deny_chunk(op, 0, 0, "streaming_disabled")
+            raise StreamingDisabled(f"tool {op.tool!r} has no stream policy", op_id=op_id)
+        if not isinstance(text, str):
+            self._deny_chunk(op, 0, 0, "not_text")
+            raise InvalidOutput(f"operation {op_id}: a chunk must be a str", op_id=op_id)
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:
+            self._deny_chunk(op, 0, 0, "invalid_text")
+            raise InvalidOutput(f"operation {op_id}: chunk is not valid Unicode",
+                                op_id=op_id) from None
+        limit = None
+        if op.chunks >= policy.max_chunks:
+            limit = "max_chunks"
+        elif size > policy.max_chunk_bytes:
+            limit = "max_chunk_bytes"
+        elif size > policy.max_total_bytes - op.source_bytes:
+            limit = "max_total_bytes"
+        if limit is not None:
+            self._deny_chunk(op, size, 0, limit)
+            raise StreamLimitExceeded(f"operation {op_id}: chunk refused by {limit}",
+                                      op_id=op_id)
+        emitted = text
+        if entry.redactor is not None:
+            try:
+                emitted = entry.redactor(text)
+                if not isinstance(emitted, str):
+                    raise TypeError(f"returned {type(emitted).__name__}")
+                emitted_size = len(emitted.encode())
+            except Exception as exc:
+                self._deny_chunk(op, size, 0, "redactor_failed")
+                raise RedactorFailed(f"tool {op.tool!r}: the redactor failed: {exc}",
+                                     op_id=op_id) from exc
+        else:
+            emitted_size = size
+        if emitted_size > policy.max_emitted_bytes - op.emitted_bytes:
+            self._deny_chunk(op, size, emitted_size, "max_emitted_bytes")
+            raise StreamLimitExceeded(f"operation {op_id}: chunk refused by "
+                                      f"max_emitted_bytes", op_id=op_id)
+        index = op.chunks + 1
+        event = self._record_op(op, AuditKind.STREAMED, op.attempt, size, emitted_size,
+                                str(index))
+        op.chunks = index
+        op.source_bytes += size
+        op.emitted_bytes += emitted_size
+        self._publish(event)
+        return StreamChunk(id=op.id, index=index, text=emitted, source_bytes=size,
+                           emitted_bytes=emitted_size)
+
+    def _deny_chunk(self, op: _Op, size: int, emitted: int, why: str) -> None:
+        self._publish(self._record_op(op, AuditKind.STREAM_DENIED, op.attempt, size, emitted,
+                                      why))
+
+    def complete(self, op_id: int, value: Any) -> Outcome:
+        """The worker's result. Checked against format, size and contract: ``Completed``
+        or ``Denied``; at or after the deadline ``TimedOut``. Terminal either way."""
+        op = self._dispatched(op_id, allow_cancel_requested=True)
+        entry = self._entry(op)
+        self._refuse_indeterminate(op, "completed; reconcile it instead")
+        if self._late(op):
+            return self._time_out(op, "late_result")
+        return self._accept(op, entry, value)
+
+    def fail(self, op_id: int, message: str) -> Outcome:
+        """The worker (or the host's failure policy) reports failure: ``Failed``, or
+        ``TimedOut`` at or after the deadline. Allowed on an indeterminate operation."""
+        op = self._dispatched(op_id, allow_cancel_requested=True)
+        self._entry(op)
+        if not isinstance(message, str):
+            raise InvalidOutput("a failure message must be a str", op_id=op_id)
+        if self._late(op):
+            return self._time_out(op, "late_failure")
+        return self._fail(op, message)
+
+    def request_cancellation(self, op_id: int) -> CancellationTicket:
+        """Phase one of cooperative cancellation. Idempotent: a repeat records nothing."""
+        op = self._dispatched(op_id, allow_cancel_requested=True)
+        self._entry(op)
+        if op.state is _C:
+            event = self._record_op(op, AuditKind.CANCELLATION_REQUESTED, op.attempt)
+            op.state = _CR
+            self._publish(event)
+        return CancellationTicket(id=op.id, tool=op.tool, call_index=op.call_index,
+                                  attempt=op.attempt, idempotency_key=op.key)
+
+    def confirm_cancellation(self, op_id: int) -> Outcome:
+        """Phase two: only after the worker's authenticated acknowledgement. Never after a
+        kill, so never for an indeterminate operation."""
+        op = self._dispatched(op_id, allow_cancel_requested=True)
+        self._entry(op)
+        if op.state is _C:
+            raise CancellationNotRequested(
+                f"operation {op_id}: no cancellation was requested", op_id=op_id)
+        self._refuse_indeterminate(op, "confirmed cancelled; reconcile it instead")
+        if self._late(op):
+            return self._time_out(op, "late_cancellation")
+        return self._cancel(op, "confirmed")
+
+    def cancel(self, op_id: int) -> Outcome:
+        """A trusted, direct terminal assertion (no request, no acknowledgement). A queued
+        operation was never dispatched, so cancelling it is always safe."""
+        op = self._live_op(op_id)
+        self._entry(op)
+        if self._late(op):
+            return self._time_out(op, "late_cancellation")
+        return self._cancel(op, "before_dispatch" if op.state is _Q else "asserted")
+
+    def mark_indeterminate(self, op_id: int, cause: str) -> None:
+        """The worker session died with this operation in flight: it stays pending, is
+        never re-dispatched, and waits for reconcile, fail, cancel or expiry. Idempotent."""
+        op = self._dispatched(op_id, allow_cancel_requested=True)
+        if op.indeterminate:
+            return
+        event = self._record_op(op, AuditKind.INDETERMINATE, op.attempt,
+                                detail=_truncate(str(cause), _DETAIL_CHARS))
+        op.indeterminate = True
+        self._publish(event)
+
+    def reconcile(self, op_id: int, status: ReconcileStatus) -> Outcome | None:
+        """Apply a worker's authenticated ``reconciled`` status for this operation's key.
+
+        ``running``/``unknown`` leave it pending (None; ``DeadlineElapsed`` once its
+        deadline has passed); ``succeeded`` is checked like ``complete``; ``failed`` and
+        ``cancelled`` resolve it. A payload format that differs from the tool's changes
+        nothing (``InvalidOutput``).
+        """
+        if not isinstance(status, ReconcileStatus):
+            raise PolicyError("reconcile takes a ReconcileStatus")
+        op = self._dispatched(op_id, allow_cancel_requested=True)
+        entry = self._entry(op)
+        state = status.state
+        if state == "succeeded" and status.format != op.format:
+            raise InvalidOutput(f"operation {op_id}: reconciled payload is {status.format}, "
+                                f"the tool's format is {op.format}", op_id=op_id)
+        late = self._late(op)
+        if state in ("running", "unknown"):
+            if late:
+                raise DeadlineElapsed(f"operation {op_id}: its deadline has passed; expire "
+                                      f"it", op_id=op_id)
+            self._publish(self._record_op(op, AuditKind.RECONCILE_OBSERVED, op.attempt,
+                                          detail=state))
+            return None
+        if late:
+            return self._time_out(op, "late_reconciliation")
+        if state == "succeeded":
+            return self._accept(op, entry, status.value)
+        if state == "failed":
+            assert status.message is not None
+            return self._fail(op, status.message)
+        return self._cancel(op, "reconciled")
+
+    def expire_timed_out(self) -> list[int]:
+        """Resolve every operation whose deadline has passed as ``TimedOut`` (one journal
+        transaction for all). Call it at ``next_deadline()``. Returns their ids."""
+        heap = self._deadlines
+        now = self._clock()
+        expired: list[int] = []
+        if not heap or heap[0][0] > now:
+            return expired
+        with self.batch():
+            while heap and heap[0][0] <= now:
+                deadline, op_id = heap[0]
+                op = self._live.get(op_id)
+                if op is not None and op.deadline_at == deadline:
+                    self._time_out(op, "expired")
+                    expired.append(op_id)
+                heapq.heappop(heap)
+        return expired
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a pending operation, on the ledger's clock."""
+        heap = self._deadlines
+        while heap and heap[0][1] not in self._live:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    async def wait(self, op_id: int) -> Outcome:
+        """The operation's terminal outcome, once it has one (at once if it has)."""
+        op = self._live.get(op_id)
+        if op is None:
+            outcome = self.outcome(op_id)
+            assert outcome is not None
+            return outcome
+        waiter = self._waiters.get(op_id)
+        if waiter is None:
+            import trio
+
+            waiter = self._waiters[op_id] = _Waiter(trio.Event())
+        await waiter.event.wait()
+        if waiter.outcome is None:
+            raise JournalFailed(f"operation {op_id}: {waiter.failure}", op_id=op_id)
+        return waiter.outcome
+
+    # -- batching -----------------------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group transitions into one journal transaction, committed when the block exits.
+
+        Waiters and audit subscribers hear of them only then. Do not act on anything the
+        block returns (dispatch a claim, report a result) until it has exited.
+        """
+        self._check_usable()
+        journal = self._journal
+        if self._batch_depth == 0 and journal is not None:
+            self._guard(journal.begin)
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+            if self._batch_depth == 0:
+                deferred, self._deferred = self._deferred, []
+                if self._unusable is None:
+                    if journal is not None:
+                        self._guard(journal.commit)
+                    for notify in deferred:
+                        notify()
+
+    # -- queries --------------------------------------------------------------------------
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._live)
+
+    def pending(self) -> tuple[OperationInfo, ...]:
+        """Every queued or in-flight operation, oldest first."""
+        now = self._clock()
+        return tuple(self._info(op, now) for op in self._live.values())
+
+    def indeterminate(self) -> tuple[OperationInfo, ...]:
+        """Operations whose outcome is unknown: reconcile them through a fresh session."""
+        now = self._clock()
+        return tuple(self._info(op, now) for op in self._live.values() if op.indeterminate)
+
+    def status(self, op_id: int) -> OperationInfo:
+        """A snapshot of a pending or recently resolved operation."""
+        op = self._live.get(op_id) or self._retained.get(op_id)
+        if op is None:
+            raise self._gone(op_id, "its details are no longer held in memory; see outcome()")
+        return self._info(op, self._clock())
+
+    def outcome(self, op_id: int) -> Outcome | None:
+        """The terminal outcome, or None while pending. A durable ledger finds every
+        outcome in its journal; an in-memory one keeps the last ``retain_outcomes``."""
+        if op_id in self._live:
+            return None
+        op = self._retained.get(op_id)
+        if op is not None:
+            assert op.outcome is not None
+            return op.outcome
+        if self._journal is not None and type(op_id) is int:
+            found = self._journal.terminal(op_id)
+            record = self._journal.record(op_id)
+            if found is not None and record is not None:
+                event, body = found
+                return _outcome_of(event, body, record.format)
+        raise self._gone(op_id, "its outcome is no longer retained")
+
+    def audit(self) -> tuple[AuditEvent, ...]:
+        """The newest audit events (the in-memory ring)."""
+        return self._trail.events()
+
+    def audit_head(self) -> tuple[int, str]:
+        """``(seq, hash)`` of the newest event: record it elsewhere to anchor the chain."""
+        return self._trail.seq, self._trail.head
+
+    def subscribe_audit(self, subscriber: AuditSubscriber) -> Callable[[], None]:
+        """Call ``subscriber(event)`` for every event once it is recorded (and durable).
+        Returns a function that unsubscribes."""
+        return self._trail.subscribe(subscriber)
+
+    def verify_audit_chain(self, anchor: tuple[int, str] | None = None) -> int:
+        """Re-check every hash and link (the whole journal if durable, else the ring) and
+        that the newest event is the one this ledger wrote; with ``anchor``, that the event
+        of that seq has that hash. Returns the events checked; ``AuditChainBroken``."""
+        if self._journal is not None:
+            events: Any = self._journal.events()
+            prev, first = GENESIS_HASH, 1
+        else:
+            ring = self._trail.events()
+            events = ring
+            prev, first = (ring[0].prev_hash, ring[0].seq) if ring else (GENESIS_HASH, 1)
+        anchored: list[AuditEvent] = []
+
+        def watch(source: Any) -> Iterator[AuditEvent]:
+            for event in source:
+                if anchor is not None and event.seq == anchor[0]:
+                    anchored.append(event)
+                yield event
+
+        count, head = verify_chain(watch(events), prev_hash=prev, first_seq=first)
+        seq = first + count - 1
+        if (seq, head) != (self._trail.seq, self._trail.head):
+            raise AuditChainBroken(f"the chain ends at event {seq}; this ledger wrote up to "
+                                   f"event {self._trail.seq} (truncated or replaced)", seq=seq)
+        if anchor is not None and (not anchored or anchored[0].hash != anchor[1]):
+            raise AuditChainBroken(f"audit event {anchor[0]} does not match the anchor",
+                                   seq=anchor[0])
+        return count
+
+    def close(self) -> None:
+        """Close the journal. The ledger refuses every further transition."""
+        if self._journal is not None:
+            self._journal.close()
+        if self._unusable is None:
+            self._unusable = "the ledger is closed"
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._unusable is not None:
+            raise JournalFailed(f"the ledger refuses transitions: {self._unusable}")
+
+    def _guard(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except JournalFailed as exc:
+            self._poison(str(exc))
+            raise
+
+    def _poison(self, why: str) -> None:
+        """Memory may now be ahead of the journal: stop, and release every waiter."""
+        self._unusable = f"{why}; reopen the journal to recover"
+        self._deferred.clear()
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.failure = self._unusable
+            waiter.event.set()
+
+    def _record_op(self, op: _Op, kind: str, attempt: int, bytes_in: int = 0,
+                   bytes_out: int = 0, detail: str = "", digest: str | None = None,
+                   terminal: tuple[str, bytes | None] | None = None) -> AuditEvent:
+        """Chain (and journal: committed unless batching) one event of ``op``."""
+        if self._unusable is not None:
+            self._check_usable()
+        persist = None if self._journal is None else self._persist(None, terminal)
+        return self._trail.record(self._wall(), op.id, op.tool, op.call_index, attempt, kind,
+                                  bytes_in, bytes_out, detail, digest, persist)
+
+    def _persist(self, record: OpRecord | None, terminal: tuple[str, bytes | None] | None
+                 ) -> Callable[[AuditEvent], None]:
+        journal = self._journal
+        assert journal is not None
+
+        def write(event: AuditEvent) -> None:
+            self._guard(lambda: journal.write(event, record, terminal))
+
+        return write
+
+    def _publish(self, event: AuditEvent) -> None:
+        subscribers = self._subscribers
+        if subscribers:
+            if self._batch_depth:
+                self._deferred.append(lambda: self._trail.notify(event))
+            else:
+                self._trail.notify(event)
+
+    def _live_op(self, op_id: int) -> _Op:
+        op = self._live.get(op_id)
+        if op is None:
+            raise self._gone(op_id, "it has ended")
+        return op
+
+    def _dispatched(self, op_id: int, *, allow_cancel_requested: bool) -> _Op:
+        op = self._live.get(op_id)
+        if op is None:
+            raise self._gone(op_id, "it has ended")
+        if op.state is _Q:
+            raise NotClaimed(f"operation {op_id} is queued, not claimed", op_id=op_id)
+        if op.state is _CR and not allow_cancel_requested:
+            raise CancellationRequested(f"operation {op_id}: cancellation was requested",
+                                        op_id=op_id)
+        return op
+
+    def _gone(self, op_id: object, why: str) -> Exception:
+        if type(op_id) is int and 0 < op_id < self._next_id:
+            return AlreadyCompleted(f"operation {op_id}: {why}", op_id=op_id)
+        return UnknownOperation(f"no operation {op_id!r} in this ledger")
+
+    def _entry(self, op: _Op) -> _Tool:
+        entry = self._tools.get(op.tool)
+        if entry is None:
+            raise UnknownTool(
+                f"operation {op.id}: tool {op.tool!r} is not registered in this ledger; after a "
+                f"restart, register it again (policy, redactor, contract) first", op_id=op.id)
+        return entry
+
+    def _refuse_indeterminate(self, op: _Op, what: str) -> None:
+        if op.indeterminate:
+            raise OperationIndeterminate(
+                f"operation {op.id} is indeterminate and cannot be {what}", op_id=op.id)
+
+    def _late(self, op: _Op) -> bool:
+        return op.deadline_at is not None and self._clock() >= op.deadline_at
+
+    def _remaining_ms(self, op: _Op, now: float | None) -> int | None:
+        if op.deadline_at is None:
+            return None
+        if now is None:
+            now = self._clock()
+        return max(0, math.ceil((op.deadline_at - now) * 1000))
+
+    def _invocation(self, op: _Op, now: float | None) -> Invocation:
+        return Invocation(
+            id=op.id, tool=op.tool, value=op.value, format=op.format,
+            call_index=op.call_index, attempt=op.attempt, max_attempts=op.max_attempts,
+            idempotency_key=op.key, stream=op.stream, max_output_bytes=op.max_output_bytes,
+            remaining_deadline_ms=self._remaining_ms(op, now))
+
+    def _info(self, op: _Op, now: float) -> OperationInfo:
+        return OperationInfo(
+            id=op.id, tool=op.tool, state=op.state, call_index=op.call_index,
+            attempt=op.attempt, max_attempts=op.max_attempts, idempotency_key=op.key,
+            indeterminate=op.indeterminate, chunks=op.chunks, source_bytes=op.source_bytes,
+            emitted_bytes=op.emitted_bytes,
+            remaining_deadline_ms=None if op.state is _R else self._remaining_ms(op, now),
+            outcome=op.outcome)
+
+    # -- resolution -------------------------------------------------------------------
+
+    def _accept(self, op: _Op, entry: _Tool, value: Any) -> Outcome:
+        try:
+            data = payloads.encode(op.format, value)
+        except payloads.PayloadError as exc:
+            return self._deny(op, str(exc), 0)
+        size = len(data)
+        if size > op.max_output_bytes:
+            return self._deny(op, f"output is {size} bytes, over max_output_bytes "
+                                  f"{op.max_output_bytes}", size)
+        if entry.contract is not None:
+            reason = entry.contract(value)
+            if reason is not None:
+                return self._deny(op, reason, size)
+        outcome = Completed(value)
+        event = self._record_op(op, AuditKind.COMPLETED, op.attempt, 0, size,
+                                digest=result_digest(data), terminal=(AuditKind.COMPLETED, data))
+        return self._resolve(op, outcome, event)
+
+    def _deny(self, op: _Op, reason: str, size: int) -> Outcome:
+        event = self._record_op(op, AuditKind.DENIED, op.attempt, 0, size, reason,
+                                terminal=(AuditKind.DENIED, None))
+        return self._resolve(op, Denied(reason), event)
+
+    def _fail(self, op: _Op, message: str) -> Outcome:
+        message = _truncate(message, MAX_MESSAGE_BYTES)
+        body = message.encode(errors="replace")
+        message = body.decode()
+        event = self._record_op(op, AuditKind.FAILED, op.attempt, 0, len(body),
+                                _truncate(message, _DETAIL_CHARS), result_digest(body),
+                                (AuditKind.FAILED, body))
+        return self._resolve(op, Failed(message), event)
+
+    def _cancel(self, op: _Op, reason: str) -> Outcome:
+        event = self._record_op(op, AuditKind.CANCELLED, op.attempt, detail=reason,
+                                terminal=(AuditKind.CANCELLED, None))
+        return self._resolve(op, Cancelled(reason), event)
+
+    def _time_out(self, op: _Op, reason: str) -> Outcome:
+        event = self._record_op(op, AuditKind.TIMED_OUT, op.attempt, detail=reason,
+                                terminal=(AuditKind.TIMED_OUT, None))
+        return self._resolve(op, TimedOut(reason), event)
+
+    def _resolve(self, op: _Op, outcome: Outcome, event: AuditEvent) -> Outcome:
+        op_id = op.id
+        if op.state is _Q:
+            del self._queued[op_id]
+        op.state = _R
+        op.outcome = outcome
+        op.value = None  # the input is not needed any more
+        del self._live[op_id]
+        retained = self._retained
+        retained[op_id] = op
+        if len(retained) > self._retain:
+            retained.popitem(last=False)
+        waiter = self._waiters.pop(op_id, None)
+        if waiter is not None:
+            waiter.outcome = outcome
+            if self._batch_depth:
+                self._deferred.append(waiter.event.set)
+            else:
+                waiter.event.set()
+        self._publish(event)
+        return outcome
+
+    # -- recovery -----------------------------------------------------------------------
+
+    def _recover(self, journal: SqliteJournal, ring: int) -> None:
+        from supervisor.ledger.recovery import replay
+
+        found = replay(journal, ring)
+        self._trail.restore(found.tail, found.seq, found.head)
+        self._next_id = found.last_op_id + 1
+        self._calls = dict(found.calls)
+        now, wall = self._clock(), self._wall()
+        in_flight: list[_Op] = []
+        for recovered in found.live.values():
+            record = recovered.record
+            deadline_at = (None if record.deadline_wall is None
+                           else now + (record.deadline_wall - wall))
+            stream = None if record.stream is None else StreamPolicy(*record.stream)
+            op = _Op(record.op_id, record.tool, record.call_index, record.idempotency_key,
+                     record.format, payloads.decode(record.format, record.input),
+                     record.max_attempts, record.max_output_bytes, deadline_at, stream)
+            op.state = recovered.state
+            op.attempt = recovered.attempt
+            op.indeterminate = recovered.indeterminate
+            op.chunks = recovered.chunks
+            op.source_bytes = recovered.source_bytes
+            op.emitted_bytes = recovered.emitted_bytes
+            self._live[op.id] = op
+            if op.state is _Q:
+                self._queued[op.id] = op
+            else:
+                in_flight.append(op)
+            if deadline_at is not None:
+                self._deadlines.append((deadline_at, op.id))
+        heapq.heapify(self._deadlines)
+        # Claimed before the crash: the effect may or may not have happened. Say so in the
+        # chain, in one transaction, and never hand them out again.
+        with self.batch():
+            for op in in_flight:
+                self._record_op(op, AuditKind.RECOVERED_INDETERMINATE, op.attempt,
+                                detail="the host restarted while it was in flight")
+                op.indeterminate = True
+
+
+def _outcome_of(event: AuditEvent, body: bytes | None, fmt: str) -> Outcome:
+    kind = event.kind
+    if kind == AuditKind.COMPLETED and body is not None:
+        return Completed(payloads.decode(fmt, body))
+    if kind == AuditKind.FAILED and body is not None:
+        return Failed(body.decode())
+    if kind == AuditKind.DENIED:
+        return Denied(event.detail)
+    if kind == AuditKind.CANCELLED:
+        return Cancelled(event.detail)
+    if kind == AuditKind.TIMED_OUT:
+        return TimedOut(event.detail)
+    raise JournalError(f"operation {event.op_id}: unreadable terminal event {event.seq}")
