@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from supervisor.tools.schema import resolve_pointer
@@ -218,29 +218,38 @@ def parse_json_value(raw: str) -> Any:
     return value
 
 
-def coerce(raw: str, kind: FlagType) -> Any:
-    """A raw token as the schema type wants it; a token that does not fit stays a string
-    (the validator then names the problem)."""
-    if kind is FlagType.STRING or kind is FlagType.UNKNOWN:
-        return raw
-    if kind is FlagType.INTEGER:
-        if _INT.fullmatch(raw):
-            value = int(raw)
-            if _I64_MIN <= value <= _I64_MAX:
-                return value
-        return raw
-    if kind is FlagType.NUMBER:
-        if _FLOAT.fullmatch(raw):
-            number = float(raw)
-            # Rust parses inf/nan, and serde_json turns a non-finite f64 into null.
-            return number if number - number == 0.0 else None
-        return raw
-    if kind is FlagType.BOOLEAN:
-        if raw in ("true", "1", "yes"):
-            return True
-        if raw in ("false", "0", "no"):
-            return False
-        return raw
+def _keep(raw: str) -> Any:
+    return raw
+
+
+def _to_integer(raw: str) -> Any:
+    """Rust's ``i64`` parse: optional sign, ASCII digits, in range; else the string."""
+    if raw.isdigit() and raw.isascii() and len(raw) < 19:
+        return int(raw)
+    if _INT.fullmatch(raw):
+        value = int(raw)
+        if _I64_MIN <= value <= _I64_MAX:
+            return value
+    return raw
+
+
+def _to_number(raw: str) -> Any:
+    """Rust's ``f64`` parse; a non-finite result becomes null, as serde_json writes it."""
+    if _FLOAT.fullmatch(raw):
+        number = float(raw)
+        return number if number - number == 0.0 else None
+    return raw
+
+
+def _to_boolean(raw: str) -> Any:
+    if raw in ("true", "1", "yes"):
+        return True
+    if raw in ("false", "0", "no"):
+        return False
+    return raw
+
+
+def _to_aggregate(raw: str) -> Any:
     if raw.lstrip()[:1] in ("[", "{"):
         parsed = parse_json_value(raw)
         if parsed is not _NOT_JSON:
@@ -248,19 +257,32 @@ def coerce(raw: str, kind: FlagType) -> Any:
     return raw
 
 
+_CONVERTERS: dict[FlagType, Callable[[str], Any]] = {
+    FlagType.STRING: _keep,
+    FlagType.UNKNOWN: _keep,
+    FlagType.INTEGER: _to_integer,
+    FlagType.NUMBER: _to_number,
+    FlagType.BOOLEAN: _to_boolean,
+    FlagType.ARRAY: _to_aggregate,
+    FlagType.OBJECT: _to_aggregate,
+}
+
+
+def coerce(raw: str, kind: FlagType) -> Any:
+    """A raw token as the schema type wants it; a token that does not fit stays a string
+    (the validator then names the problem)."""
+    return _CONVERTERS[kind](raw)
+
+
 # --- the parser -------------------------------------------------------------------------
 
 
-class _Budget:
-    __slots__ = ("used",)
-
-    def __init__(self) -> None:
-        self.used = 0
-
-    def spend(self, nbytes: int, flag: str) -> None:
-        self.used += nbytes
-        if self.used > MAX_PARSED_FLAG_BYTES:
-            raise FlagError(f"--{flag}: parsed flag data exceeds {MAX_PARSED_FLAG_BYTES} bytes")
+def _spend(used: int, raw: str, flag: str) -> int:
+    """The byte budget after adding ``raw``; ``FlagError`` once it passes 64 KiB."""
+    used += len(raw) if raw.isascii() else utf8_len(raw)
+    if used > MAX_PARSED_FLAG_BYTES:
+        raise FlagError(f"--{flag}: parsed flag data exceeds {MAX_PARSED_FLAG_BYTES} bytes")
+    return used
 
 
 def _check_items(flag: str, existing: int, adding: int) -> None:
@@ -274,30 +296,29 @@ def _check_items(flag: str, existing: int, adding: int) -> None:
 class _Property:
     """What the parser needs of one schema property, computed once."""
 
-    __slots__ = ("item_kind", "items", "kind", "pair_keys", "schema")
+    __slots__ = ("convert", "item_convert", "item_kind", "kind", "pair_keys")
 
     def __init__(self, schema: object, root: dict[str, Any]) -> None:
-        self.schema = schema
         self.kind = effective_type(schema, root)
-        self.items: object = schema.get("items") if isinstance(schema, dict) else None
-        self.item_kind = (
-            effective_type(self.items, root) if self.items is not None else FlagType.UNKNOWN
-        )
-        pair_schema = self.items if self.kind is FlagType.ARRAY else schema
-        self.pair_keys = object_properties(pair_schema, root)
-
-
-_NO_PROPERTY: _Property | None = None
+        self.convert = _CONVERTERS[self.kind]
+        items = schema.get("items") if isinstance(schema, dict) else None
+        self.item_kind = effective_type(items, root) if items is not None else FlagType.UNKNOWN
+        self.item_convert = _CONVERTERS[self.item_kind]
+        pair_schema = items if self.kind is FlagType.ARRAY else schema
+        #: The keys a ``k=v`` group may use, each with its converter.
+        self.pair_keys = {
+            key: _CONVERTERS[effective_type(value, root)]
+            for key, value in object_properties(pair_schema, root).items()
+        }
 
 
 class FlagParser:
     """``parse(argv)`` for one schema; the schema is read once, here."""
 
-    __slots__ = ("_closed_hint", "_props", "_root")
+    __slots__ = ("_closed_hint", "_props")
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         root = dict(schema)
-        self._root = root
         properties = root.get("properties")
         props = properties if isinstance(properties, dict) else {}
         self._props = {key: _Property(value, root) for key, value in props.items()}
@@ -313,35 +334,36 @@ class FlagParser:
         result: dict[str, Any] = {}
         props = self._props
         closed = self._closed_hint
-        budget = _Budget()
+        used = 0
         i, n = 0, len(argv)
         while i < n:
             arg = argv[i]
-            if not arg.startswith("--"):
+            if arg[:2] != "--":
                 raise FlagError(f"expected --flag, got: {arg}")
-            flag = arg[2:]
-            key, eq, raw = flag.partition("=")
+            key, eq, raw = arg[2:].partition("=")
             prop = props.get(key)
             if prop is None and closed is not None:
                 raise FlagError(f"unknown flag: --{key} ({closed})")
             i += 1
             if eq:
-                budget.spend(utf8_len(raw), key)
-                result[key] = raw if prop is None else coerce(raw, prop.kind)
+                used = _spend(used, raw, key)
+                result[key] = raw if prop is None else prop.convert(raw)
                 continue
             kind = FlagType.UNKNOWN if prop is None else prop.kind
             if kind is FlagType.BOOLEAN:
                 result[key] = True
             elif kind is FlagType.ARRAY:
                 assert prop is not None
-                i = self._array(argv, i, prop, key, result, budget)
+                i, used = self._array(argv, i, prop, key, result, used)
             elif kind is FlagType.OBJECT:
                 assert prop is not None
-                i = self._object(argv, i, prop, key, result, budget)
-            elif i < n and not argv[i].startswith("--"):
+                i, used = self._object(argv, i, prop, key, result, used)
+            elif i < n and argv[i][:2] != "--":
                 raw = argv[i]
-                budget.spend(utf8_len(raw), key)
-                result[key] = raw if prop is None else coerce(raw, kind)
+                used += len(raw) if raw.isascii() else utf8_len(raw)
+                if used > MAX_PARSED_FLAG_BYTES:
+                    _spend(used, "", key)
+                result[key] = raw if prop is None else prop.convert(raw)
                 i += 1
             else:
                 result[key] = True
@@ -349,16 +371,11 @@ class FlagParser:
             return dict(sorted(result.items()))
         return result
 
+    @staticmethod
     def _array(
-        self,
-        argv: list[str],
-        i: int,
-        prop: _Property,
-        key: str,
-        result: dict[str, Any],
-        budget: _Budget,
-    ) -> int:
-        if i >= len(argv) or argv[i].startswith("--"):
+        argv: list[str], i: int, prop: _Property, key: str, result: dict[str, Any], used: int
+    ) -> tuple[int, int]:
+        if i >= len(argv) or argv[i][:2] == "--":
             raise FlagError(f"--{key}: missing value")
         token = argv[i]
         head = token.lstrip()[:1]
@@ -367,79 +384,74 @@ class FlagParser:
             parsed = parse_json_value(token)
             if not isinstance(parsed, list):
                 result[key] = token
-                return i + 1
+                return i + 1, used
             _check_items(key, 0, len(parsed))
-            budget.spend(utf8_len(token), key)
+            used = _spend(used, token, key)
             items, i = parsed, i + 1
         elif prop.item_kind is FlagType.OBJECT:
             if head == "{":
                 parsed = parse_json_value(token)
                 if parsed is _NOT_JSON:
                     result[key] = token
-                    return i + 1
-                budget.spend(utf8_len(token), key)
+                    return i + 1, used
+                used = _spend(used, token, key)
                 items, i = [parsed], i + 1
             elif "=" in token:
-                group, i = self._pairs(argv, i, prop, key, budget)
+                group, i, used = _pairs(argv, i, prop, key, used)
                 items = [group]
             else:
                 raise FlagError(f"--{key}: expected JSON or key=value pairs, got '{token}'")
         else:
             parts = token.split(",")
             _check_items(key, 0, len(parts))
-            budget.spend(utf8_len(token), key)
-            item_kind = prop.item_kind
-            items, i = [coerce(part, item_kind) for part in parts], i + 1
+            used = _spend(used, token, key)
+            convert = prop.item_convert
+            items, i = [convert(part) for part in parts], i + 1
         existing = result.get(key)
         if isinstance(existing, list):
             _check_items(key, len(existing), len(items))
             existing.extend(items)
         else:
             result[key] = items
-        return i
+        return i, used
 
+    @staticmethod
     def _object(
-        self,
-        argv: list[str],
-        i: int,
-        prop: _Property,
-        key: str,
-        result: dict[str, Any],
-        budget: _Budget,
-    ) -> int:
-        if i >= len(argv) or argv[i].startswith("--"):
+        argv: list[str], i: int, prop: _Property, key: str, result: dict[str, Any], used: int
+    ) -> tuple[int, int]:
+        if i >= len(argv) or argv[i][:2] == "--":
             result[key] = True
-            return i
+            return i, used
         token = argv[i]
         if token.lstrip()[:1] in ("{", "[") or "=" not in token:
-            budget.spend(utf8_len(token), key)
-            result[key] = coerce(token, FlagType.OBJECT)
-            return i + 1
-        result[key], i = self._pairs(argv, i, prop, key, budget)
-        return i
+            used = _spend(used, token, key)
+            result[key] = _to_aggregate(token)
+            return i + 1, used
+        result[key], i, used = _pairs(argv, i, prop, key, used)
+        return i, used
 
-    def _pairs(
-        self, argv: list[str], i: int, prop: _Property, flag: str, budget: _Budget
-    ) -> tuple[dict[str, Any], int]:
-        """One ``k=v ...`` group, up to the next ``--flag``."""
-        group: dict[str, Any] = {}
-        known = prop.pair_keys
-        root = self._root
-        while i < len(argv):
-            token = argv[i]
-            if token.startswith("--"):
-                break
-            k, eq, v = token.partition("=")
-            if not eq:
-                raise FlagError(f"--{flag}: expected --flag or key=value, got '{token}'")
-            if known and k not in known:
-                valid = ", ".join(sorted(known))
-                raise FlagError(f"--{flag}: unknown key '{k}'; valid keys: {valid}")
-            budget.spend(utf8_len(k) + utf8_len(v), flag)
-            nested = known.get(k)
-            group[k] = v if nested is None else coerce(v, effective_type(nested, root))
-            i += 1
-        return dict(sorted(group.items())), i
+
+def _pairs(
+    argv: list[str], i: int, prop: _Property, flag: str, used: int
+) -> tuple[dict[str, Any], int, int]:
+    """One ``k=v ...`` group, up to the next ``--flag``."""
+    group: dict[str, Any] = {}
+    known = prop.pair_keys
+    while i < len(argv):
+        token = argv[i]
+        if token[:2] == "--":
+            break
+        k, eq, v = token.partition("=")
+        if not eq:
+            raise FlagError(f"--{flag}: expected --flag or key=value, got '{token}'")
+        if known and k not in known:
+            valid = ", ".join(sorted(known))
+            raise FlagError(f"--{flag}: unknown key '{k}'; valid keys: {valid}")
+        used = _spend(used, k + v, flag)
+        convert = known.get(k)
+        group[k] = v if convert is None else convert(v)
+        i += 1
+    return dict(sorted(group.items())), i, used
 
 
 def parse_flags(argv: list[str], schema: Mapping[str, Any]) -> dict[str, Any]:

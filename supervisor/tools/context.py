@@ -32,58 +32,55 @@ class RequestScope:
 current_request: ContextVar[RequestScope | None] = ContextVar("tool_request", default=None)
 
 
+#: The call in progress: ``[name, tenant_id, surface]`` while it runs, emptied when it
+#: ends (so a handle kept past the call, or a task spawned from it, sees it revoked). A
+#: plain list keeps the per-call cost to one small allocation.
+CallState = list[object]
+
+_current_call: ContextVar[CallState | None] = ContextVar("tool_call", default=None)
+
+
 class CallContext:
     """What a callback may know about the call it serves; valid only during the call."""
 
-    __slots__ = ("_revoked", "_surface", "_tenant_id", "name")
+    __slots__ = ("_state", "name")
 
-    def __init__(self, name: str, tenant_id: str | None, surface: ToolCallSurface) -> None:
+    def __init__(self, state: CallState) -> None:
+        self._state = state
         #: The tool's name (not request state, so readable after the call).
-        self.name = name
-        self._tenant_id = tenant_id
-        self._surface = surface
-        self._revoked = False
+        self.name = str(state[0]) if state else ""
 
-    def _check(self) -> None:
-        if self._revoked:
+    def _live(self) -> CallState:
+        state = self._state
+        if not state:
             raise CapabilityRevoked("tool callback: execution capability revoked")
+        return state
 
     @property
     def tenant_id(self) -> str | None:
-        self._check()
-        return self._tenant_id
+        tenant = self._live()[1]
+        assert tenant is None or isinstance(tenant, str)
+        return tenant
 
     @property
     def surface(self) -> ToolCallSurface:
-        self._check()
-        return self._surface
-
-    def revoke(self) -> None:
-        self._revoked = True
-
-
-_current_call: ContextVar[CallContext | None] = ContextVar("tool_call", default=None)
+        surface = self._live()[2]
+        assert isinstance(surface, ToolCallSurface)
+        return surface
 
 
 def current_call() -> CallContext:
     """The call the running callback serves (tenant, surface, tool name)."""
-    call = _current_call.get()
-    if call is None:
+    state = _current_call.get()
+    if not state:
         raise CapabilityRevoked("no tool call in progress")
-    call._check()
-    return call
+    return CallContext(state)
 
 
-def enter_call(call: CallContext) -> Token[CallContext | None]:
-    return _current_call.set(call)
+def enter_call(state: CallState) -> Token[CallState | None]:
+    return _current_call.set(state)
 
 
-def leave_call(call: CallContext, token: Token[CallContext | None]) -> None:
-    """End a call: its handle is revoked and the previous call (if any) restored."""
-    call.revoke()
-    _current_call.reset(token)
-
-
-def reset_call(token: Token[CallContext | None]) -> None:
-    """Restore the previous call without revoking (the call continues elsewhere)."""
+def reset_call(token: Token[CallState | None]) -> None:
+    """Restore the previous call (the caller revokes the state when the call ends)."""
     _current_call.reset(token)

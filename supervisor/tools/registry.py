@@ -30,11 +30,10 @@ from typing import Any
 import anyio
 
 from supervisor.tools.context import (
-    CallContext,
+    CallState,
     RequestScope,
     current_request,
     enter_call,
-    leave_call,
     reset_call,
 )
 from supervisor.tools.definition import (
@@ -79,10 +78,6 @@ class RegisteredTool:
 
 def _error(stderr: str, exit_code: int) -> ToolOutput:
     return ToolOutput("", stderr, exit_code)
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else deadline - time.monotonic()
 
 
 class ToolRegistry:
@@ -281,20 +276,18 @@ class ToolRegistry:
         if self._policy is not None and not self._allowed(name, params, tenant, surface):
             trace.record(name, _TOOL, trace_args, 1)
             return _error(f"{name}: denied by policy\n", 1)
-        call = CallContext(name, tenant, surface)
+        state: CallState = [name, tenant, surface]
         if tool.is_async:
-            return self._settle(
-                self._start(tool.callback, params, stdin, call), call, deadline, trace, trace_args
-            )
-        remaining = _remaining(deadline)
-        if remaining is not None and remaining <= 0:
-            call.revoke()
+            started = self._start(tool.callback, params, stdin, state)
+            return self._settle(started, state, deadline, trace, trace_args)
+        if deadline is not None and deadline <= time.monotonic():
+            state.clear()
             trace.record(name, _TOOL, trace_args, 1)
             return _error(f"{name}: callback timeout\n", 1)
-        started = self._start(tool.callback, params, stdin, call)
-        if not isinstance(started, ToolOutput):
-            return self._settle(started, call, deadline, trace, trace_args)
-        call.revoke()
+        started = self._start(tool.callback, params, stdin, state)
+        if type(started) is not ToolOutput:
+            return self._settle(started, state, deadline, trace, trace_args)
+        state.clear()
         trace.record(name, _TOOL, trace_args, started.exit_code)
         return started
 
@@ -307,11 +300,11 @@ class ToolRegistry:
         assert handler is not None
         scope = current_request.get()
         tenant = None if scope is None else scope.tenant_id
-        call = CallContext(tool.definition.name, tenant, ToolCallSurface.SHELL)
-        started = self._start(handler, params, stdin, call)
+        state: CallState = [tool.definition.name, tenant, ToolCallSurface.SHELL]
+        started = self._start(handler, params, stdin, state)
         if not isinstance(started, ToolOutput):
-            return self._settle(started, call, None, None, [])
-        call.revoke()
+            return self._settle(started, state, None, None, [])
+        state.clear()
         return started
 
     # --- internals -------------------------------------------------------------------------
@@ -328,54 +321,55 @@ class ToolRegistry:
         return decision is ToolCallDecision.ALLOW
 
     def _start(
-        self, callback: ToolCallback, params: dict[str, Any], stdin: str | None, call: CallContext
+        self, callback: ToolCallback, params: dict[str, Any], stdin: str | None, state: CallState
     ) -> ToolOutput | _Pending:
         """Run the synchronous part of a callback with its call context set: the output,
         or the awaitable an async callback returned."""
-        token = enter_call(call)
+        token = enter_call(state)
         try:
             result = callback(params, stdin)
         except ToolFailure as failure:
             return _error(failure.message, failure.exit_code)
         except Exception as exc:
-            return self._failed(call, exc)
+            return self._failed(str(state[0]), exc)
         finally:
             reset_call(token)
         if type(result) is str:
             return ToolOutput(result, "", 0)
         if inspect.isawaitable(result):
             return _Pending(result)
-        return self._bad_return(call, result)
+        return self._bad_return(str(state[0]), result)
 
     async def _settle(
         self,
         started: ToolOutput | _Pending,
-        call: CallContext,
+        state: CallState,
         deadline: float | None,
         trace: InvocationTrace | None,
         trace_args: list[str],
     ) -> ToolOutput:
         """Await an async callback under the deadline (the call context stays set until
         it settles, then is revoked), and trace the outcome."""
+        name = str(state[0])
         out: ToolOutput
         if isinstance(started, ToolOutput):
             out = started
         else:
-            token = enter_call(call)
+            token = enter_call(state)
             try:
-                out = await self._await(started.awaitable, call, deadline)
+                out = await self._await(started.awaitable, name, deadline)
             finally:
-                leave_call(call, token)
-        call.revoke()
+                reset_call(token)
+                state.clear()
+        state.clear()
         if trace is not None:
-            trace.record(call.name, _TOOL, trace_args, out.exit_code)
+            trace.record(name, _TOOL, trace_args, out.exit_code)
         return out
 
     async def _await(
-        self, awaitable: Awaitable[object], call: CallContext, deadline: float | None
+        self, awaitable: Awaitable[object], name: str, deadline: float | None
     ) -> ToolOutput:
-        name = call.name
-        remaining = _remaining(deadline)
+        remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             _discard(awaitable)
             return _error(f"{name}: callback timeout\n", 1)
@@ -385,22 +379,20 @@ class ToolRegistry:
         except ToolFailure as failure:
             return _error(failure.message, failure.exit_code)
         except Exception as exc:
-            return self._failed(call, exc)
+            return self._failed(name, exc)
         if cancel_scope.cancelled_caught:
             return _error(f"{name}: callback timeout\n", 1)
         if type(result) is str:
             return ToolOutput(result, "", 0)
-        return self._bad_return(call, result)
+        return self._bad_return(name, result)
 
-    def _failed(self, call: CallContext, exc: BaseException) -> ToolOutput:
-        name = call.name
+    def _failed(self, name: str, exc: BaseException) -> ToolOutput:
         if self._sanitize:
             log.debug("tool %s callback failed (sanitised)", name, exc_info=exc)
             return _error(f"{name}: callback failed\n", 1)
         return _error(str(exc) or type(exc).__name__, 1)
 
-    def _bad_return(self, call: CallContext, result: object) -> ToolOutput:
-        name = call.name
+    def _bad_return(self, name: str, result: object) -> ToolOutput:
         if self._sanitize:
             return _error(f"{name}: callback failed\n", 1)
         return _error(f"{name}: callback returned {type(result).__name__}, expected str\n", 1)

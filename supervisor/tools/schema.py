@@ -325,6 +325,43 @@ def _always(value: object) -> bool:
     return True
 
 
+def _is_integer(v: object) -> bool:
+    return type(v) is int and _I64_MIN <= v <= _U64_MAX
+
+
+#: One predicate per type name: the same answers as ``has_type``, without its dispatch.
+_TYPE_CHECKS: dict[str, _Check] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": _is_integer,
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+
+
+def _type_check(names: list[str]) -> _Check | None:
+    if any(name not in _TYPE_CHECKS for name in names):
+        return None  # an unknown type name accepts anything
+    checks = [_TYPE_CHECKS[name] for name in names]
+    if len(checks) == 1:
+        return checks[0]
+    first, rest = checks[0], checks[1:]
+    return lambda v: first(v) or any(check(v) for check in rest)
+
+
+def _all(checks: list[_Check]) -> _Check:
+    if not checks:
+        return _always
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        a, b = checks
+        return lambda v: a(v) and b(v)
+    return lambda v: all(check(v) for check in checks)
+
+
 def _compile(schema: object) -> _Check:
     if not _applies(schema):
         return _always
@@ -333,11 +370,9 @@ def _compile(schema: object) -> _Check:
         raise _NeedsAuthority
     checks: list[_Check] = []
     names = _type_names(schema.get("type"))
-    if len(names) == 1:
-        name = names[0]
-        checks.append(lambda v: has_type(v, name))
-    elif names:
-        checks.append(lambda v: any(has_type(v, n) for n in names))
+    type_check = _type_check(names) if names else None
+    if type_check is not None:
+        checks.append(type_check)
     allowed = schema.get("enum")
     if isinstance(allowed, list):
         checks.append(lambda v: any(json_equal(v, a) for a in allowed))
@@ -347,19 +382,16 @@ def _compile(schema: object) -> _Check:
     items = schema.get("items")
     if _applies(items):
         item_check = _compile(items)
-        checks.append(lambda v: not isinstance(v, list) or all(item_check(x) for x in v))
-    if not checks:
-        return _always
-    if len(checks) == 1:
-        return checks[0]
-    return lambda v: all(check(v) for check in checks)
+        if item_check is not _always:
+            checks.append(lambda v: not isinstance(v, list) or all(map(item_check, v)))
+    return _all(checks)
 
 
 def _compile_object(schema: dict[str, Any]) -> _Check | None:
     """``required``, ``additionalProperties: false`` and ``properties`` as one closure."""
     required = schema.get("required")
     required_keys = (
-        [k for k in required if isinstance(k, str)] if isinstance(required, list) else []
+        tuple(k for k in required if isinstance(k, str)) if isinstance(required, list) else ()
     )
     properties = schema.get("properties")
     known = properties if isinstance(properties, dict) else {}
@@ -381,8 +413,9 @@ def _compile_object(schema: dict[str, Any]) -> _Check | None:
                 return False
         if closed and not known_keys.issuperset(value):
             return False
-        for key, child_check in props.items():
-            if key in value and not child_check(value[key]):
+        for key, child in value.items():
+            child_check = props.get(key)
+            if child_check is not None and not child_check(child):
                 return False
         return True
 

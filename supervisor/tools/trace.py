@@ -10,7 +10,6 @@ each other's entries.
 from __future__ import annotations
 
 import enum
-import threading
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -68,23 +67,30 @@ def truncate_arg(arg: str) -> str:
 class InvocationTrace:
     """A bounded, thread-safe log of invocations; ``take()`` returns and clears it."""
 
-    __slots__ = ("_entries", "_lock")
+    __slots__ = ("_entries",)
 
     def __init__(self) -> None:
-        self._entries: deque[TraceEntry] = deque(maxlen=MAX_TRACE_ENTRIES)
-        self._lock = threading.Lock()
+        self._entries: deque[tuple[str, InvocationKind, list[str], int]] = deque(
+            maxlen=MAX_TRACE_ENTRIES
+        )
 
     def record(self, name: str, kind: InvocationKind, args: list[str], exit_code: int) -> None:
-        kept = [a if len(a) <= _SAFE_CHARS else truncate_arg(a) for a in args]
-        entry = TraceEntry(name, kind, kept, exit_code)
-        with self._lock:
-            self._entries.append(entry)
+        if args and max(map(len, args)) > _SAFE_CHARS:
+            kept = [truncate_arg(a) for a in args]
+        else:
+            kept = list(args)
+        # deque.append and popleft are atomic: no lock on the hot path. Entries are kept
+        # as tuples and become TraceEntry objects only when taken.
+        self._entries.append((name, kind, kept, exit_code))
 
     def take(self) -> list[TraceEntry]:
-        with self._lock:
-            entries = list(self._entries)
-            self._entries.clear()
-        return entries
+        taken: list[TraceEntry] = []
+        pop = self._entries.popleft
+        while True:  # popleft is atomic: an entry recorded meanwhile is never lost
+            try:
+                taken.append(TraceEntry(*pop()))
+            except IndexError:
+                return taken
 
     def __len__(self) -> int:
         return len(self._entries)
