@@ -1,0 +1,589 @@
+"""Core shell builtins: echo, true/false/:, exit/return/break/continue, set, shift,
+eval, let, type, command, builtin, env/printenv, trap, wait, getopts and a few no-ops.
+
+A builtin is ``fn(sh, args) -> int`` (or an awaitable for the few that run code); it
+writes to ``sh.out``/``sh.err`` and reads ``sh.stdin`` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from .arithmetic import ArithError, compile_arith
+from .errors import BreakLoop, ContinueLoop, ExitShell, ReturnFromFunction, ShellError
+from .param_ops import quote_single
+from .word_parser import decode_ansi_c
+
+if TYPE_CHECKING:
+    from .interpreter import Interpreter
+
+KEYWORDS = frozenset(
+    [
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "case",
+        "esac",
+        "for",
+        "select",
+        "while",
+        "until",
+        "do",
+        "done",
+        "in",
+        "function",
+        "time",
+        "{",
+        "}",
+        "!",
+        "[[",
+        "]]",
+        "coproc",
+    ]
+)
+
+
+def echo(sh: Interpreter, args: list[str]) -> int:
+    newline = True
+    escapes = False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if len(a) < 2 or a[0] != "-" or any(c not in "neE" for c in a[1:]):
+            break
+        for c in a[1:]:
+            if c == "n":
+                newline = False
+            elif c == "e":
+                escapes = True
+            else:
+                escapes = False
+        i += 1
+    text = " ".join(args[i:]) if i else " ".join(args)
+    if escapes and "\\" in text:
+        cut = text.find("\\c")
+        if cut >= 0:
+            text = text[:cut]
+            newline = False
+        text = decode_ansi_c(text.replace("\\0", "\\"))
+    sh.out.write(text + "\n" if newline else text)
+    return 0
+
+
+def true(sh: Interpreter, args: list[str]) -> int:
+    return 0
+
+
+def false(sh: Interpreter, args: list[str]) -> int:
+    return 1
+
+
+def _number(sh: Interpreter, name: str, text: str) -> int | None:
+    t = text.strip()
+    if not (t[1:] if t[:1] in "+-" else t).isdigit():
+        sh.error(f"{name}: {text}: numeric argument required")
+        return None
+    return int(t)
+
+
+def exit_(sh: Interpreter, args: list[str]) -> int:
+    status = sh.status
+    if args:
+        n = _number(sh, "exit", args[0])
+        status = 2 if n is None else n & 255
+    raise ExitShell(status)
+
+
+def return_(sh: Interpreter, args: list[str]) -> int:
+    if sh.func_depth == 0:
+        sh.error("return: can only `return' from a function or sourced script")
+        return 2
+    status = sh.status
+    if args:
+        n = _number(sh, "return", args[0])
+        status = 2 if n is None else n & 255
+    raise ReturnFromFunction(status)
+
+
+def _loop_control(sh: Interpreter, args: list[str], name: str) -> int:
+    if sh.loop_depth == 0:
+        sh.error(f"{name}: only meaningful in a `for', `while', or `until' loop")
+        return 0
+    levels = 1
+    if args:
+        n = _number(sh, name, args[0])
+        if n is None:
+            raise ExitShell(128)
+        if n < 1:
+            sh.error(f"{name}: {args[0]}: loop count out of range")
+            return 1
+        levels = min(n, sh.loop_depth)
+    if name == "break":
+        raise BreakLoop(levels)
+    raise ContinueLoop(levels)
+
+
+def break_(sh: Interpreter, args: list[str]) -> int:
+    return _loop_control(sh, args, "break")
+
+
+def continue_(sh: Interpreter, args: list[str]) -> int:
+    return _loop_control(sh, args, "continue")
+
+
+_SET_LETTERS = {
+    "e": "opt_errexit",
+    "u": "opt_nounset",
+    "x": "opt_xtrace",
+    "f": "opt_noglob",
+    "C": "opt_noclobber",
+    "a": "opt_allexport",
+}
+_SET_NAMES = {
+    "errexit": "opt_errexit",
+    "nounset": "opt_nounset",
+    "xtrace": "opt_xtrace",
+    "noglob": "opt_noglob",
+    "noclobber": "opt_noclobber",
+    "allexport": "opt_allexport",
+    "pipefail": "opt_pipefail",
+}
+_SET_LISTED = [
+    "allexport",
+    "braceexpand",
+    "emacs",
+    "errexit",
+    "errtrace",
+    "functrace",
+    "hashall",
+    "histexpand",
+    "history",
+    "ignoreeof",
+    "interactive-comments",
+    "keyword",
+    "monitor",
+    "noclobber",
+    "noexec",
+    "noglob",
+    "nolog",
+    "notify",
+    "nounset",
+    "onecmd",
+    "physical",
+    "pipefail",
+    "posix",
+    "privileged",
+    "verbose",
+    "vi",
+    "xtrace",
+]
+_SET_ON_BY_DEFAULT = frozenset({"braceexpand", "hashall", "interactive-comments"})
+
+
+def set_(sh: Interpreter, args: list[str]) -> int:
+    from .param_ops import format_declare
+
+    if not args:
+        for name in sorted(sh.vars):
+            v = sh.vars[name]
+            if v.value is None:
+                continue
+            line = format_declare(name, v).split(" ", 2)[2]
+            sh.out.write(line + "\n")
+        return 0
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            sh.positional = args[i + 1 :]
+            return 0
+        if a in ("-o", "+o"):
+            on = a == "-o"
+            if i + 1 >= len(args):
+                _print_options(sh, on)
+                return 0
+            name = args[i + 1]
+            attr = _SET_NAMES.get(name)
+            if attr is None:
+                if name not in _SET_LISTED:
+                    sh.error(f"set: {name}: invalid option name")
+                    return 2
+            else:
+                setattr(sh, attr, on)
+            i += 2
+            continue
+        if len(a) > 1 and a[0] in "-+" and a != "-":
+            on = a[0] == "-"
+            for c in a[1:]:
+                attr = _SET_LETTERS.get(c)
+                if attr is not None:
+                    setattr(sh, attr, on)
+                elif c not in "hBHmbvnkPT":
+                    sh.error(f"set: {a[0]}{c}: invalid option")
+                    return 2
+            i += 1
+            continue
+        sh.positional = args[i:]
+        return 0
+    return 0
+
+
+def _print_options(sh: Interpreter, long_form: bool) -> None:
+    for name in _SET_LISTED:
+        attr = _SET_NAMES.get(name)
+        on = bool(getattr(sh, attr)) if attr else name in _SET_ON_BY_DEFAULT
+        if long_form:
+            sh.out.write(f"{name:<15}\t{'on' if on else 'off'}\n")
+        else:
+            sh.out.write(f"set {'-' if on else '+'}o {name}\n")
+
+
+def shift(sh: Interpreter, args: list[str]) -> int:
+    n = 1
+    if args:
+        m = _number(sh, "shift", args[0])
+        if m is None:
+            return 1
+        n = m
+    if n < 0:
+        sh.error(f"shift: {args[0]}: shift count out of range")
+        return 1
+    if n > len(sh.positional):
+        return 1
+    sh.positional = sh.positional[n:]
+    return 0
+
+
+def eval_(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
+    text = " ".join(args)
+    if not text.strip():
+        return 0
+    return sh.run_string(text)
+
+
+def let(sh: Interpreter, args: list[str]) -> int:
+    if not args:
+        sh.error("let: expression expected")
+        return 1
+    value = 0
+    for a in args:
+        try:
+            value = compile_arith(a)(sh)
+        except ArithError as exc:
+            sh.error("let: " + exc.render(a))
+            return 1
+    return 0 if value else 1
+
+
+def _describe(sh: Interpreter, name: str) -> str | None:
+    if name in sh.functions:
+        return "function"
+    if name in KEYWORDS:
+        return "keyword"
+    if name in sh.ctx.resolve:
+        return "builtin"
+    return None
+
+
+def type_(sh: Interpreter, args: list[str]) -> int:
+    terse = False
+    names: list[str] = []
+    for a in args:
+        if a.startswith("-") and len(a) > 1 and not names:
+            terse = terse or "t" in a
+            continue
+        names.append(a)
+    status = 0
+    for name in names:
+        kind = _describe(sh, name)
+        if kind is None:
+            if not terse:
+                sh.error(f"type: {name}: not found")
+            status = 1
+        elif terse:
+            sh.out.write(kind + "\n")
+        elif kind == "function":
+            sh.out.write(f"{name} is a function\n{function_text(sh, name)}\n")
+        else:
+            label = "shell keyword" if kind == "keyword" else "shell builtin"
+            sh.out.write(f"{name} is a {label}\n")
+    return status
+
+
+def function_text(sh: Interpreter, name: str) -> str:
+    from .printer import format_function
+
+    return format_function(sh.functions[name])
+
+
+def command(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
+    verbose = None
+    while args and args[0].startswith("-") and len(args[0]) > 1:
+        if args[0] == "--":
+            args = args[1:]
+            break
+        if "v" in args[0]:
+            verbose = "v"
+        elif "V" in args[0]:
+            verbose = "V"
+        args = args[1:]
+    if not args:
+        return 0
+    if verbose:
+        status = 0
+        for name in args:
+            kind = _describe(sh, name)
+            if kind is None:
+                if verbose == "V":
+                    sh.error(f"command: {name}: not found")
+                status = 1
+            elif verbose == "v":
+                sh.out.write(name + "\n")
+            else:
+                label = {"function": "a function", "keyword": "a shell keyword"}.get(
+                    kind, "a shell builtin"
+                )
+                sh.out.write(f"{name} is {label}\n")
+        return status
+    return _run_without_functions(sh, args)
+
+
+async def _run_without_functions(sh: Interpreter, args: list[str]) -> int:
+    saved = sh.functions
+    fn = saved.get(args[0])
+    if fn is None:
+        return await sh.invoke(args)
+    sh.functions = {k: v for k, v in saved.items() if k != args[0]}
+    try:
+        return await sh.invoke(args)
+    finally:
+        sh.functions = saved
+
+
+def builtin(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
+    from .interpreter import BUILTINS
+
+    if not args:
+        return 0
+    impl = BUILTINS.get(args[0])
+    if impl is None:
+        sh.error(f"builtin: {args[0]}: not a shell builtin")
+        return 1
+    return sh.run_builtin(impl, args)
+
+
+def env(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
+    assigns: dict[str, str] = {}
+    i = 0
+    while i < len(args) and "=" in args[i] and not args[i].startswith("="):
+        k, _, v = args[i].partition("=")
+        assigns[k] = v
+        i += 1
+    if i < len(args):
+        return _env_run(sh, assigns, args[i:])
+    exported = sh.exported()
+    exported.update(assigns)
+    for k in sorted(exported):
+        sh.out.write(f"{k}={exported[k]}\n")
+    return 0
+
+
+async def _env_run(sh: Interpreter, assigns: dict[str, str], argv: list[str]) -> int:
+    saved = {k: sh.vars.get(k) for k in assigns}
+    try:
+        for k, v in assigns.items():
+            sh.vars.pop(k, None)
+            sh.assign(k, v)
+        return await sh.invoke(argv)
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                sh.vars.pop(k, None)
+            else:
+                sh.vars[k] = old
+
+
+def printenv(sh: Interpreter, args: list[str]) -> int:
+    exported = sh.exported()
+    if not args:
+        for k in sorted(exported):
+            sh.out.write(f"{k}={exported[k]}\n")
+        return 0
+    status = 0
+    for name in args:
+        if name in exported:
+            sh.out.write(exported[name] + "\n")
+        else:
+            status = 1
+    return status
+
+
+def trap(sh: Interpreter, args: list[str]) -> int:
+    if not args or args == ["-p"]:
+        for sig, handler in sh.traps.items():
+            sh.out.write(f"trap -- {quote_single(handler)} {sig}\n")
+        return 0
+    if args[0] == "-l":
+        sh.out.write(" 0) EXIT\n")
+        return 0
+    handler, signals = args[0], args[1:]
+    if not signals:
+        signals, handler = [handler], "-"
+    for sig in signals:
+        name = sig.upper().removeprefix("SIG")
+        if name in ("0", "EXIT"):
+            name = "EXIT"
+        if handler == "-":
+            sh.traps.pop(name, None)
+        else:
+            sh.traps[name] = handler
+    return 0
+
+
+def wait(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
+    from .jobs import wait_jobs
+
+    return wait_jobs(sh, args)
+
+
+def times(sh: Interpreter, args: list[str]) -> int:
+    sh.out.write("0m0.000s 0m0.000s\n0m0.000s 0m0.000s\n")
+    return 0
+
+
+def noop(sh: Interpreter, args: list[str]) -> int:
+    return 0
+
+
+def shopt(sh: Interpreter, args: list[str]) -> int:
+    quiet = "-q" in args
+    names = [a for a in args if not a.startswith("-")]
+    if "-s" in args or "-u" in args:
+        return 0
+    if quiet:
+        return 1 if names else 0
+    return 0
+
+
+def caller(sh: Interpreter, args: list[str]) -> int:
+    return 1
+
+
+def alias(sh: Interpreter, args: list[str]) -> int:
+    return 0
+
+
+def getopts(sh: Interpreter, args: list[str]) -> int:
+    if len(args) < 2:
+        sh.error("getopts: usage: getopts optstring name [arg ...]")
+        return 2
+    spec, name = args[0], args[1]
+    argv = args[2:] if len(args) > 2 else list(sh.positional)
+    silent = spec.startswith(":")
+    if silent:
+        spec = spec[1:]
+    try:
+        optind = int(sh.get("OPTIND") or "1")
+    except ValueError:
+        optind = 1
+    if optind < 1:
+        optind = 1
+    if optind != sh.getopts_ind:
+        sh.getopts_pos = 0
+    pos = sh.getopts_pos
+    sh.vars.pop("OPTARG", None)
+    if optind > len(argv):
+        return _getopts_done(sh, name, optind)
+    arg = argv[optind - 1]
+    if pos == 0:
+        if arg == "--":
+            return _getopts_done(sh, name, optind + 1)
+        if not arg.startswith("-") or arg == "-":
+            return _getopts_done(sh, name, optind)
+        pos = 1
+    opt = arg[pos]
+    pos += 1
+    if pos >= len(arg):
+        optind += 1
+        pos = 0
+    idx = spec.find(opt)
+    if idx < 0 or opt == ":":
+        sh.assign(name, "?")
+        if silent:
+            sh.assign("OPTARG", opt)
+        else:
+            sh.error(f"illegal option -- {opt}")
+        return _getopts_step(sh, optind, pos)
+    if idx + 1 < len(spec) and spec[idx + 1] == ":":
+        if pos:
+            sh.assign("OPTARG", arg[pos:])
+            optind += 1
+            pos = 0
+        elif optind <= len(argv):
+            sh.assign("OPTARG", argv[optind - 1])
+            optind += 1
+        else:
+            if silent:
+                sh.assign(name, ":")
+                sh.assign("OPTARG", opt)
+            else:
+                sh.assign(name, "?")
+                sh.error(f"option requires an argument -- {opt}")
+            return _getopts_step(sh, optind, pos)
+    sh.assign(name, opt)
+    return _getopts_step(sh, optind, pos)
+
+
+def _getopts_step(sh: Interpreter, optind: int, pos: int) -> int:
+    sh.assign("OPTIND", str(optind))
+    sh.getopts_pos = pos
+    sh.getopts_ind = optind
+    return 0
+
+
+def _getopts_done(sh: Interpreter, name: str, optind: int) -> int:
+    sh.assign(name, "?")
+    sh.assign("OPTIND", str(optind))
+    sh.getopts_pos = 0
+    sh.getopts_ind = optind
+    return 1
+
+
+def unsupported(message: str):  # type: ignore[no-untyped-def]
+    def run(sh: Interpreter, args: list[str]) -> int:
+        raise ShellError(message)
+
+    return run
+
+
+CORE_BUILTINS = {
+    "echo": echo,
+    "true": true,
+    "false": false,
+    ":": true,
+    "exit": exit_,
+    "return": return_,
+    "break": break_,
+    "continue": continue_,
+    "set": set_,
+    "shift": shift,
+    "eval": eval_,
+    "let": let,
+    "type": type_,
+    "command": command,
+    "builtin": builtin,
+    "env": env,
+    "printenv": printenv,
+    "trap": trap,
+    "wait": wait,
+    "times": times,
+    "hash": noop,
+    "alias": alias,
+    "unalias": noop,
+    "shopt": shopt,
+    "caller": caller,
+    "getopts": getopts,
+}

@@ -1,0 +1,190 @@
+"""``run_script``: one script, one fresh interpreter, one ``ExecResult``.
+
+Parse errors and parse limits are reported before anything runs. The run happens inside a
+task group (background jobs) and a cancel scope whose deadline is the execution timeout
+(plus a short grace, so a tool callback that timed out on ``execution_deadline`` can report
+``callback timeout`` and let the script go on) or the request deadline, whichever comes
+first; CPU-bound scripts are stopped by the clock checks in the interpreter. Nothing a
+script does makes this function raise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import anyio
+
+from .contract import ExecResult, ScriptRequest, execution_deadline
+from .errors import AbortExecution, LimitExceeded, ParseLimitError, RequestTimeout, ShellSyntaxError
+from .interpreter import ExecContext, Interpreter, duration_debug
+from .io import CappedSink
+from .jobs import JobTable, finish_jobs
+from .parser import parse
+from .state import ARRAY, EXPORT, Var
+
+#: after the execution deadline, how long a script may go on (a timed-out callback has
+#: just failed its command): a tenth of the timeout, between 50 ms and 1 s
+GRACE_MIN, GRACE_MAX = 0.05, 1.0
+
+_SHELL_VARS = {
+    "HOME": "/home/sandbox",
+    "HOSTNAME": "bashkit-sandbox",
+    "HOSTTYPE": "x86_64",
+    "MACHTYPE": "x86_64-pc-linux-gnu",
+    "OSTYPE": "linux-gnu",
+    "OPTIND": "1",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "PPID": "0",
+    "PS4": "+ ",
+    "SHELL": "/bin/bash",
+    "SHLVL": "1",
+    "UID": "1000",
+    "EUID": "1000",
+    "USER": "sandbox",
+    "BASH_VERSION": "5.2.15(1)-release",
+    "BASHPID": "1",
+    "IFS": " \t\n",
+}
+_VERSINFO = ("5", "2", "15", "1", "release", "virtual")
+
+
+def grace(timeout: float) -> float:
+    return min(GRACE_MAX, max(GRACE_MIN, timeout / 10))
+
+
+def init_shell(sh: Interpreter, env: Mapping[str, str]) -> None:
+    gen = sh.gen
+    for name, value in _SHELL_VARS.items():
+        sh.vars[name] = Var(value, 0, gen)
+    sh.vars["PWD"] = Var("/home/user", EXPORT, gen)
+    sh.vars["BASH_VERSINFO"] = Var(dict(enumerate(_VERSINFO)), ARRAY, gen)
+    for name, value in env.items():
+        sh.vars[name] = Var(value, EXPORT, gen)
+
+
+def _abort(message: str) -> ExecResult:
+    return ExecResult(stdout="", stderr=message, exit_code=1, error=message)
+
+
+def _timeout_result(seconds: float) -> ExecResult:
+    return ExecResult(
+        stdout="",
+        stderr=f"bashkit: execution timed out after {seconds:.1f}s\n",
+        exit_code=124,
+        error="timeout",
+    )
+
+
+def _cap(text: str, limit: int, truncated: bool) -> tuple[str, bool]:
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text, truncated
+    return data[:limit].decode("utf-8", "ignore"), True
+
+
+async def run_script(request: ScriptRequest) -> ExecResult:
+    """Run one script (see the module docstring); works under trio and asyncio."""
+    start = time.monotonic()
+    limits = request.limits
+    script = request.script
+    if not script.strip():
+        return ExecResult()
+    size = len(script.encode("utf-8", "surrogatepass"))
+    if size > limits.max_input_bytes:
+        return _abort(
+            f"parse error: input too large ({size} bytes, max {limits.max_input_bytes} bytes)"
+        )
+    try:
+        program = parse(script, limits.max_ast_depth, limits.max_parser_operations)
+    except ShellSyntaxError as exc:
+        return _abort(exc.render())
+    except ParseLimitError as exc:
+        return _abort(f"parse error: {exc}")
+    except RecursionError:
+        return _abort(f"parse error: AST nesting too deep (max {limits.max_ast_depth})")
+
+    exec_deadline = start + limits.timeout_seconds
+    request_deadline = (
+        start + request.request_timeout_seconds
+        if request.request_timeout_seconds is not None
+        else None
+    )
+    ctx = ExecContext(
+        request.commands,
+        request.overrides,
+        limits,
+        exec_deadline + grace(limits.timeout_seconds),
+        request_deadline,
+    )
+    out = CappedSink(limits.max_stdout_bytes)
+    err = CappedSink(limits.max_stderr_bytes)
+    sh = Interpreter(ctx, out, err)
+    init_shell(sh, request.env)
+    token = execution_deadline.set(exec_deadline)
+    status = 1
+    abort: str | None = None
+    timed_out = False
+    try:
+        stop_at = ctx.stop_at
+        with anyio.CancelScope(
+            deadline=anyio.current_time() + (stop_at - time.monotonic())
+        ) as scope:
+            try:
+                async with anyio.create_task_group() as tg:
+                    ctx.jobs = JobTable(tg, limits.max_background_jobs)
+                    status = await sh.run_program(program)
+                    await finish_jobs(sh)
+            except BaseException as exc:
+                abort, timed_out = _classify(exc)
+                if abort is None and not timed_out:
+                    raise
+        if scope.cancelled_caught:
+            now = time.monotonic()
+            if request_deadline is not None and now >= request_deadline - 0.001:
+                timed_out = True
+            else:
+                abort = LimitExceeded(
+                    f"execution timeout ({duration_debug(limits.timeout_seconds)})"
+                ).message
+    finally:
+        execution_deadline.reset(token)
+    if timed_out:
+        assert request.request_timeout_seconds is not None
+        return _timeout_result(request.request_timeout_seconds)
+    if abort is not None:
+        return _abort(abort)
+    stdout, out_cut = _cap(out.getvalue(), limits.max_stdout_bytes, out.truncated)
+    stderr, err_cut = _cap(err.getvalue(), limits.max_stderr_bytes, err.truncated)
+    return ExecResult(
+        stdout=stdout,
+        stderr=stderr,
+        exit_code=status,
+        stdout_truncated=out_cut,
+        stderr_truncated=err_cut,
+    )
+
+
+def _classify(exc: BaseException) -> tuple[str | None, bool]:
+    """(abort message, request timed out) for an exception out of the run; (None, False)
+    when it is not ours (cancellation of the caller, a bug) and must propagate."""
+    if isinstance(exc, BaseExceptionGroup):
+        found: tuple[str | None, bool] = (None, False)
+        for sub in exc.exceptions:
+            found = _classify(sub)
+            if found[1]:
+                return found
+        for sub in exc.exceptions:
+            found = _classify(sub)
+            if found[0] is not None:
+                return found
+        return None, False
+    if isinstance(exc, RequestTimeout):
+        return None, True
+    if isinstance(exc, AbortExecution):
+        return exc.message, False
+    if isinstance(exc, RecursionError):
+        return "resource limit exceeded: maximum recursion depth exceeded", False
+    if isinstance(exc, Exception):  # a defect must not take the host down: fail closed
+        return f"execution error: internal error ({type(exc).__name__}: {exc})", False
+    return None, False

@@ -1,0 +1,760 @@
+"""The interpreter core: simple commands, command resolution, redirections, pipelines,
+lists, subshells and functions. Compound commands live in ``control``, builtins in the
+``builtins_*`` modules, expansion in ``expansion``.
+
+Everything is in memory and single-threaded: a pipeline runs its commands one after the
+other, each reading the previous one's output, which is how commands that are pure
+functions of (args, stdin) compose. Every command is counted and the clock is checked, so
+neither a busy loop nor a slow command outlives the execution's limits.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio.lowlevel
+
+from . import ast as A
+from .contract import CommandResult, CommandTable, ExecutionLimits
+from .control import ControlMixin
+from .errors import (
+    BreakLoop,
+    ContinueLoop,
+    ExitShell,
+    FatalShellError,
+    LimitExceeded,
+    RequestTimeout,
+    ReturnFromFunction,
+    ShellError,
+)
+from .expansion import Expander
+from .io import NULL, InputStream, Sink
+from .jobs import finish_jobs
+from .state import ARRAY, Var
+
+if TYPE_CHECKING:
+    from .jobs import JobTable
+
+BUILTIN, TABLE = 1, 2
+_shell_ids = itertools.count(1)
+Builtin = Callable[["Interpreter", list[str]], "int | Awaitable[int]"]
+#: shell builtins by name, filled in by the builtins modules (see ``builtins_registry``)
+BUILTINS: dict[str, Builtin] = {}
+#: builtins whose prefix assignments persist (POSIX special builtins)
+SPECIAL_BUILTINS = frozenset(
+    {
+        ":",
+        "eval",
+        "export",
+        "readonly",
+        "set",
+        "shift",
+        "unset",
+        "exit",
+        "return",
+        "break",
+        "continue",
+        "trap",
+        "times",
+        "declare",
+        "typeset",
+        "local",
+    }
+)
+_DEV_NULL = "/dev/null"
+
+
+def duration_debug(seconds: float) -> str:
+    """Rust's ``Duration`` Debug format: ``500ms``, ``30s``, ``1.5s``."""
+    if seconds < 1:
+        ms = seconds * 1000
+        return f"{ms:g}ms" if ms == int(ms) else f"{ms:.3f}".rstrip("0") + "ms"
+    return f"{seconds:g}s"
+
+
+class ExecContext:
+    """What every (sub)shell and background job of one execution shares."""
+
+    __slots__ = (
+        "command_count",
+        "commands",
+        "deadline",
+        "jobs",
+        "limits",
+        "request_deadline",
+        "resolve",
+        "stop_at",
+        "timeout_seconds",
+        "total_loops",
+    )
+
+    def __init__(
+        self,
+        commands: CommandTable,
+        overrides: frozenset[str],
+        limits: ExecutionLimits,
+        deadline: float | None,
+        request_deadline: float | None,
+    ) -> None:
+        self.commands = commands
+        self.limits = limits
+        self.deadline = deadline
+        self.request_deadline = request_deadline
+        self.timeout_seconds = limits.timeout_seconds
+        candidates = [t for t in (deadline, request_deadline) if t is not None]
+        self.stop_at = min(candidates) if candidates else float("inf")
+        self.command_count = 0
+        self.total_loops = 0
+        self.jobs: JobTable | None = None
+        resolve: dict[str, tuple[int, Any]] = {}
+        for name, fn in commands.items():
+            resolve[name] = (TABLE, fn)
+        for name, builtin in BUILTINS.items():
+            if name in overrides and name in commands:
+                continue
+            resolve[name] = (BUILTIN, builtin)
+        self.resolve = resolve
+
+    def out_of_time(self) -> None:
+        now = time.monotonic()
+        if self.request_deadline is not None and now >= self.request_deadline:
+            raise RequestTimeout()
+        if self.deadline is not None and now >= self.deadline:
+            raise LimitExceeded(f"execution timeout ({duration_debug(self.timeout_seconds)})")
+
+
+class Interpreter(ControlMixin, Expander):
+    """One shell. Subshells reuse it (state is saved and restored); background jobs get
+    a ``fork``."""
+
+    def __init__(self, ctx: ExecContext, out: Sink, err: Sink) -> None:
+        self.init_variables()
+        self.ctx = ctx
+        self.limits = ctx.limits
+        self.out = out
+        self.err = err
+        self.stdin: InputStream | None = None
+        self.functions: dict[str, A.FunctionDef] = {}
+        self.status = 0
+        self.last_bg: int | None = None
+        self.lineno = 1
+        self.opt_errexit = False
+        self.opt_nounset = False
+        self.opt_pipefail = False
+        self.opt_xtrace = False
+        self.opt_noglob = False
+        self.opt_noclobber = False
+        self.opt_allexport = False
+        self.errexit_suppressed = 0
+        self.loop_depth = 0
+        self.func_depth = 0
+        self.subst_depth = 0
+        self.subshell_depth = 0
+        self.cmdsub_status = 0
+        self.traps: dict[str, str] = {}
+        self.funcnames: list[str] = []
+        self.getopts_pos = 0
+        self.getopts_ind: int | None = None
+        self.shell_id = next(_shell_ids)
+
+    # -------------------------------------------------------------- diagnostics
+
+    def error(self, message: str) -> None:
+        self.err.write(f"bash: line {self.lineno}: {message}\n")
+
+    def nounset_check(self, name: str) -> bool:
+        return self.opt_nounset
+
+    def flags_string(self) -> str:
+        flags = "h"
+        if self.opt_errexit:
+            flags += "e"
+        if self.opt_nounset:
+            flags += "u"
+        if self.opt_xtrace:
+            flags += "x"
+        if self.opt_noglob:
+            flags += "f"
+        return flags + "B"
+
+    def get(self, name: str) -> str | None:
+        if name == "LINENO":
+            return str(self.lineno)
+        return super().get(name)
+
+    # ----------------------------------------------------------------- running
+
+    async def run_program(self, program: A.Program) -> int:
+        """Run a whole script: ``exit`` and fatal errors end it with their status."""
+        status = await self.run_to_exit(program.body)
+        self.status = status
+        return await self.run_exit_trap(status)
+
+    async def run_to_exit(self, node: A.Node) -> int:
+        """Run a (sub)shell's code; ``exit``, fatal errors and stray break/continue/
+        return end it with a status instead of propagating."""
+        try:
+            return await _DISPATCH[type(node)](self, node)  # type: ignore[no-any-return]
+        except ExitShell as exc:
+            return exc.status
+        except FatalShellError as exc:
+            self.error(exc.message)
+            return exc.status
+        except (BreakLoop, ContinueLoop):
+            return self.status
+        except ReturnFromFunction as exc:
+            return exc.status
+
+    async def run_exit_trap(self, status: int) -> int:
+        handler = self.traps.pop("EXIT", None)
+        if not handler:
+            return status
+        from .parser import parse
+
+        try:
+            await self.run_seq(parse(handler).body)
+        except ExitShell as exc:
+            return exc.status
+        except FatalShellError as exc:
+            self.error(exc.message)
+            return exc.status
+        return status
+
+    async def run_seq(self, seq: A.Sequence) -> int:
+        status = self.status
+        dispatch = _DISPATCH
+        for node in seq.body:
+            status = await dispatch[type(node)](self, node)
+        return status
+
+    async def run_node(self, node: A.Node) -> int:
+        return await _DISPATCH[type(node)](self, node)  # type: ignore[no-any-return]
+
+    def check_errexit(self, status: int) -> None:
+        if status and self.opt_errexit and not self.errexit_suppressed:
+            raise ExitShell(status)
+
+    async def tick(self) -> None:
+        """Count a command against the limits; check the clock; yield now and then."""
+        ctx = self.ctx
+        ctx.command_count += 1
+        n = ctx.command_count
+        if n > ctx.limits.max_commands:
+            raise LimitExceeded(f"maximum command count exceeded ({ctx.limits.max_commands})")
+        if time.monotonic() >= ctx.stop_at:
+            ctx.out_of_time()
+        if n & 255 == 0:
+            await anyio.lowlevel.checkpoint()
+
+    # ----------------------------------------------------------- simple commands
+
+    async def x_simple(self, cmd: A.SimpleCommand) -> int:
+        await self.tick()
+        self.lineno = cmd.line
+        if not cmd.words:
+            status = await self.assignments_only(cmd.assigns, cmd.redirs)
+            self.status = status
+            self.check_errexit(status)
+            return status
+        words = cmd.words
+        first = words[0]
+        if len(words) == 1 and type(first) is A.Word and first.literal is not None:
+            argv = [first.literal]
+        else:
+            argv = await self.expand_args(words)
+        if not argv:
+            status = await self.assignments_only(cmd.assigns, cmd.redirs)
+            self.status = status
+            self.check_errexit(status)
+            return status
+        if self.opt_xtrace:
+            self.err.write("+ " + " ".join(argv) + "\n")
+        if cmd.redirs:
+            saved = (self.out, self.err, self.stdin)
+            if not await self.apply_redirects(cmd.redirs):
+                self.status = 1
+                self.check_errexit(1)
+                return 1
+            try:
+                status = await self.invoke(argv, cmd.assigns)
+            finally:
+                self.out, self.err, self.stdin = saved
+        else:
+            status = await self.invoke(argv, cmd.assigns)
+        self.status = status
+        if status and self.opt_errexit and not self.errexit_suppressed:
+            raise ExitShell(status)
+        return status
+
+    async def assignments_only(
+        self, assigns: tuple[A.Assign, ...], redirs: tuple[A.Redir, ...]
+    ) -> int:
+        self.cmdsub_status = 0
+        for a in assigns:
+            try:
+                await self.do_assign(a)
+            except FatalShellError:
+                raise
+            except ShellError as exc:
+                raise FatalShellError(exc.message, exc.status) from None
+        status = self.cmdsub_status
+        if redirs:
+            saved = (self.out, self.err, self.stdin)
+            ok = await self.apply_redirects(redirs)
+            self.out, self.err, self.stdin = saved
+            if not ok:
+                return 1
+        return status
+
+    async def do_assign(self, a: A.Assign, local: bool = False) -> None:
+        if a.array is not None:
+            items: list[tuple[str | None, str, bool]] = []
+            for item in a.array:
+                key = None
+                if item.key is not None:
+                    key = await self.expand_string(item.key)
+                    items.append((key, await self.expand_string(item.value), item.append))
+                else:
+                    for v in await self.expand_args((item.value,)):
+                        items.append((None, v, False))
+            self.assign_array(a.name, items, a.append)
+            return
+        value = "" if a.value is None else await self.expand_string(a.value)
+        if a.index is not None:
+            key = await self.subscript_key(a.name, a.index)
+            self.assign_item(a.name, key, value, a.append)
+        else:
+            self.assign(a.name, value, a.append)
+        if self.opt_allexport:
+            self.declare_var(a.name, 2)
+        if len(value) > self.limits.max_value_bytes:
+            raise LimitExceeded(f"maximum value size exceeded ({self.limits.max_value_bytes})")
+
+    async def invoke(self, argv: list[str], assigns: tuple[A.Assign, ...] = ()) -> int:
+        """Resolve and run one command: function, builtin or table entry."""
+        name = argv[0]
+        fn = self.functions.get(name)
+        if fn is not None:
+            if assigns:
+                return await self.with_temp_assigns(assigns, self.call_function(fn, argv))
+            return await self.call_function(fn, argv)
+        entry = self.ctx.resolve.get(name)
+        if entry is None:
+            for a in assigns:  # expansions still happen (side effects, errors)
+                if a.value is not None:
+                    await self.expand_string(a.value)
+            self.error(f"{name}: command not found")
+            return 127
+        kind, impl = entry
+        if kind == BUILTIN:
+            if assigns and name not in SPECIAL_BUILTINS:
+                return await self.with_temp_assigns(assigns, self.run_builtin(impl, argv))
+            for a in assigns:
+                await self.do_assign(a)
+            return await self.run_builtin(impl, argv)
+        for a in assigns:
+            if a.value is not None:
+                await self.expand_string(a.value)
+        return await self.run_table_command(name, impl, argv[1:])
+
+    async def run_builtin(self, impl: Builtin, argv: list[str]) -> int:
+        try:
+            r = impl(self, argv[1:])
+            if type(r) is not int:
+                r = await r  # type: ignore[misc]
+            return r  # type: ignore[return-value]
+        except FatalShellError:
+            raise
+        except ShellError as exc:
+            self.error(exc.message)
+            return exc.status
+
+    async def run_table_command(self, name: str, impl: Any, args: list[str]) -> int:
+        stdin = self.stdin.read_all() if self.stdin is not None else None
+        try:
+            result = impl(args, stdin)
+            if type(result) is not CommandResult and inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:  # a command must not take the interpreter down
+            self.error(f"{name}: {type(exc).__name__}: command failed")
+            return 1
+        if type(result) is not CommandResult:
+            self.error(f"{name}: command returned no result")
+            return 1
+        if result.stdout:
+            self.out.write(result.stdout)
+        if result.stderr:
+            self.err.write(result.stderr)
+        return result.exit_code
+
+    async def with_temp_assigns(self, assigns: tuple[A.Assign, ...], run: Awaitable[int]) -> int:
+        saved: list[tuple[str, Var | None]] = []
+        try:
+            for a in assigns:
+                saved.append((a.name, self.vars.get(a.name)))
+                if a.name in self.vars:
+                    self.vars[a.name] = self.vars[a.name].copy(self.gen)
+                await self.do_assign(a)
+            return await run
+        finally:
+            for name, old in reversed(saved):
+                if old is None:
+                    self.vars.pop(name, None)
+                else:
+                    self.vars[name] = old
+
+    async def call_function(self, fn: A.FunctionDef, argv: list[str]) -> int:
+        if self.func_depth >= self.limits.max_function_depth:
+            raise LimitExceeded(
+                f"maximum function depth exceeded ({self.limits.max_function_depth})"
+            )
+        saved_pos = self.positional
+        self.positional = argv[1:]
+        self.func_depth += 1
+        self.funcnames.append(fn.name)
+        self.push_frame()
+        try:
+            status = await _DISPATCH[type(fn.body)](self, fn.body)
+        except ReturnFromFunction as exc:
+            status = exc.status
+        finally:
+            self.pop_frame()
+            self.funcnames.pop()
+            self.func_depth -= 1
+            self.positional = saved_pos
+        self.status = status
+        return status
+
+    async def x_function_def(self, node: A.FunctionDef) -> int:
+        await self.tick()
+        self.functions[node.name] = node
+        self.status = 0
+        return 0
+
+    async def x_decl(self, cmd: A.DeclCommand) -> int:
+        from .builtins_vars import run_declaration
+
+        await self.tick()
+        self.lineno = cmd.line
+        if cmd.redirs:
+            saved = (self.out, self.err, self.stdin)
+            if not await self.apply_redirects(cmd.redirs):
+                self.status = 1
+                return 1
+            try:
+                status = await run_declaration(self, cmd)
+            finally:
+                self.out, self.err, self.stdin = saved
+        else:
+            status = await run_declaration(self, cmd)
+        self.status = status
+        self.check_errexit(status)
+        return status
+
+    # ------------------------------------------------------------- redirections
+
+    async def apply_redirects(self, redirs: tuple[A.Redir, ...]) -> bool:
+        """Point out/err/stdin as the redirections say; False (reported) on refusal."""
+        for r in redirs:
+            op = r.op
+            if op in ("<<", "<<-"):
+                self.stdin = InputStream(await self.expand_string(r.target))
+                continue
+            if op == "<<<":
+                self.stdin = InputStream(await self.expand_string(r.target) + "\n")
+                continue
+            target = await self.expand_string(r.target)
+            fd = r.fd
+            if op in (">&", "<&"):
+                if target == "-":
+                    self._set_fd(fd if fd is not None else (1 if op == ">&" else 0), None)
+                    continue
+                if target.isdigit():
+                    src = int(target)
+                    dest = fd if fd is not None else (1 if op == ">&" else 0)
+                    if src not in (0, 1, 2) or dest not in (0, 1, 2):
+                        self.error(
+                            f"{target if src not in (0, 1, 2) else dest}: Bad file descriptor"
+                        )
+                        return False
+                    if dest == 1:
+                        self.out = self.out if src == 1 else self.err
+                    elif dest == 2:
+                        self.err = self.out if src == 1 else self.err
+                    continue
+                if op == ">&" and fd is None:
+                    op = "&>"
+                else:
+                    self.error(f"{target}: ambiguous redirect")
+                    return False
+            if target != _DEV_NULL:
+                self.error(f"{target}: filesystem redirection disabled")
+                return False
+            if fd is not None and fd not in (0, 1, 2):
+                continue  # e.g. 3>/dev/null: harmless
+            if op in ("&>", "&>>"):
+                self.out = NULL
+                self.err = NULL
+            elif op in ("<", "<>"):
+                if fd in (None, 0):
+                    self.stdin = InputStream("")
+                else:
+                    self._set_fd(fd, None)
+            else:
+                self._set_fd(1 if fd is None else fd, None)
+        return True
+
+    def _set_fd(self, fd: int, _target: None) -> None:
+        if fd == 1:
+            self.out = NULL
+        elif fd == 2:
+            self.err = NULL
+        elif fd == 0:
+            self.stdin = InputStream("")
+
+    async def x_redirected(self, node: A.Redirected) -> int:
+        saved = (self.out, self.err, self.stdin)
+        if not await self.apply_redirects(node.redirs):
+            self.status = 1
+            return 1
+        try:
+            return await _DISPATCH[type(node.body)](self, node.body)  # type: ignore[no-any-return]
+        finally:
+            self.out, self.err, self.stdin = saved
+
+    # ------------------------------------------------------- pipelines and lists
+
+    async def x_pipeline(self, node: A.Pipeline) -> int:
+        cmds = node.cmds
+        if len(cmds) == 1:
+            if node.negate:
+                self.errexit_suppressed += 1
+                try:
+                    status = await _DISPATCH[type(cmds[0])](self, cmds[0])
+                finally:
+                    self.errexit_suppressed -= 1
+                status = 0 if status else 1
+                self.status = status
+                return status
+            return await _DISPATCH[type(cmds[0])](self, cmds[0])  # type: ignore[no-any-return]
+        statuses: list[int] = []
+        saved_out, saved_err, saved_in = self.out, self.err, self.stdin
+        stdin = saved_in
+        last = len(cmds) - 1
+        try:
+            for i, c in enumerate(cmds):
+                if i < last:
+                    sink = Sink(self.limits.max_value_bytes)
+                    self.out = sink
+                    self.err = sink if node.stderr_too[i] else saved_err
+                else:
+                    self.out, self.err = saved_out, saved_err
+                self.stdin = stdin
+                statuses.append(await self.in_subshell(c))
+                if i < last:
+                    stdin = InputStream(sink.getvalue())
+        finally:
+            self.out, self.err, self.stdin = saved_out, saved_err, saved_in
+        status = statuses[-1]
+        if self.opt_pipefail:
+            status = next((s for s in reversed(statuses) if s), 0)
+        self.vars["PIPESTATUS"] = Var(dict(enumerate(map(str, statuses))), ARRAY, self.gen)
+        if node.negate:
+            status = 0 if status else 1
+        self.status = status
+        if not node.negate:
+            self.check_errexit(status)
+        return status
+
+    async def x_andor(self, node: A.AndOr) -> int:
+        self.errexit_suppressed += 1
+        try:
+            status = await _DISPATCH[type(node.first)](self, node.first)
+        finally:
+            self.errexit_suppressed -= 1
+        rest = node.rest
+        last = len(rest) - 1
+        for i, (op, cmd) in enumerate(rest):
+            if (op == "&&") != (status == 0):
+                continue
+            if i < last:
+                self.errexit_suppressed += 1
+                try:
+                    status = await _DISPATCH[type(cmd)](self, cmd)
+                finally:
+                    self.errexit_suppressed -= 1
+            else:
+                status = await _DISPATCH[type(cmd)](self, cmd)
+        self.status = status
+        return status
+
+    async def x_sequence(self, node: A.Sequence) -> int:
+        return await self.run_seq(node)
+
+    async def x_background(self, node: A.Background) -> int:
+        from .jobs import start_job
+
+        await self.tick()
+        await start_job(self, node.body)
+        self.status = 0
+        return 0
+
+    # ------------------------------------------------------------- subshells
+
+    def enter_subshell(self) -> tuple[Any, ...]:
+        if self.subshell_depth >= self.limits.max_subshell_depth:
+            raise LimitExceeded(
+                f"maximum subshell depth exceeded ({self.limits.max_subshell_depth})"
+            )
+        saved = (
+            self.vars,
+            self.frames,
+            self.gen,
+            self.positional,
+            self.functions,
+            self.traps,
+            (
+                self.opt_errexit,
+                self.opt_nounset,
+                self.opt_pipefail,
+                self.opt_xtrace,
+                self.opt_noglob,
+                self.opt_allexport,
+            ),
+            self.loop_depth,
+            self.shell_id,
+        )
+        self.shell_id = next(_shell_ids)
+        self.vars = dict(self.vars)
+        self.frames = [dict(f) for f in self.frames]
+        from .state import _generations
+
+        self.gen = next(_generations)
+        self.functions = dict(self.functions)
+        self.traps = {}
+        self.subshell_depth += 1
+        return saved
+
+    def leave_subshell(self, saved: tuple[Any, ...]) -> None:
+        (
+            self.vars,
+            self.frames,
+            self.gen,
+            self.positional,
+            self.functions,
+            self.traps,
+            opts,
+            self.loop_depth,
+            self.shell_id,
+        ) = saved
+        (
+            self.opt_errexit,
+            self.opt_nounset,
+            self.opt_pipefail,
+            self.opt_xtrace,
+            self.opt_noglob,
+            self.opt_allexport,
+        ) = opts
+        self.subshell_depth -= 1
+
+    async def in_subshell(self, node: A.Node | A.Sequence, errexit: bool | None = None) -> int:
+        """Run ``node`` in a subshell environment; returns its exit status."""
+        saved = self.enter_subshell()
+        if errexit is not None:
+            self.opt_errexit = errexit
+        try:
+            status = await self.run_to_exit(node)
+            if self.traps:
+                status = await self.run_exit_trap(status)
+            if self.ctx.jobs is not None and self.ctx.jobs.jobs:
+                await finish_jobs(self)
+        finally:
+            self.leave_subshell(saved)
+        return status
+
+    def fork(self, out: Sink, err: Sink) -> Interpreter:
+        """An independent copy of this shell for a background job."""
+        from .state import _generations
+
+        child = copy.copy(self)
+        child.vars = dict(self.vars)
+        child.frames = [dict(f) for f in self.frames]
+        child.gen = next(_generations)
+        child.functions = dict(self.functions)
+        child.positional = list(self.positional)
+        child.funcnames = list(self.funcnames)
+        child.traps = {}
+        child.out = out
+        child.err = err
+        child.stdin = None if self.stdin is None else InputStream("")
+        child.shell_id = next(_shell_ids)
+        child.loop_depth = 0
+        return child
+
+    async def x_subshell(self, node: A.Subshell) -> int:
+        await self.tick()
+        status = await self.in_subshell(node.body)
+        self.status = status
+        self.check_errexit(status)
+        return status
+
+    async def command_substitution(self, program: A.Program) -> str:
+        limits = self.limits
+        if self.subst_depth >= limits.max_subst_depth:
+            raise LimitExceeded(
+                f"maximum command substitution depth exceeded ({limits.max_subst_depth})"
+            )
+        sink = Sink(limits.max_value_bytes)
+        saved_out = self.out
+        self.out = sink
+        self.subst_depth += 1
+        try:
+            status = await self.in_subshell(program.body, errexit=False)
+        finally:
+            self.subst_depth -= 1
+            self.out = saved_out
+        self.status = status
+        self.cmdsub_status = status
+        return sink.getvalue().rstrip("\n")
+
+    async def run_string(self, script: str) -> int:
+        """``eval``: parse and run text in this shell."""
+        from .errors import ShellSyntaxError
+        from .parser import parse
+
+        try:
+            program = parse(script, self.limits.max_ast_depth, self.limits.max_parser_operations)
+        except ShellSyntaxError as exc:
+            self.error(f"eval: {exc.message}")
+            return 2
+        return await self.run_seq(program.body)
+
+
+from .builtins_registry import register_all  # noqa: E402  (fills BUILTINS)
+
+register_all(BUILTINS)
+
+_DISPATCH: dict[type, Callable[[Interpreter, Any], Awaitable[int]]] = {
+    A.SimpleCommand: Interpreter.x_simple,
+    A.DeclCommand: Interpreter.x_decl,
+    A.Pipeline: Interpreter.x_pipeline,
+    A.AndOr: Interpreter.x_andor,
+    A.Background: Interpreter.x_background,
+    A.Sequence: Interpreter.x_sequence,
+    A.Subshell: Interpreter.x_subshell,
+    A.Group: ControlMixin.x_group,
+    A.If: ControlMixin.x_if,
+    A.While: ControlMixin.x_while,
+    A.For: ControlMixin.x_for,
+    A.ArithFor: ControlMixin.x_arith_for,
+    A.Case: ControlMixin.x_case,
+    A.FunctionDef: Interpreter.x_function_def,
+    A.ArithCmd: ControlMixin.x_arith,
+    A.CondCmd: ControlMixin.x_cond,
+    A.Redirected: Interpreter.x_redirected,
+}

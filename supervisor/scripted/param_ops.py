@@ -1,0 +1,176 @@
+"""Pure string operations behind ``${x...}`` forms and ``declare -p``/``printf %q``:
+quoting styles, case conversion, substrings. No shell state here."""
+
+from __future__ import annotations
+
+from .patterns import fnmatch
+from .state import ARRAY, ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER, Var
+
+_SAFE_Q = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=+@%,^")
+
+
+def quote_single(value: str) -> str:
+    """``${x@Q}`` style: ``'...'``, or ``$'...'`` when control characters appear."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "$'" + _ansi_escape(value) + "'"
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def _ansi_escape(value: str) -> str:
+    out: list[str] = []
+    for c in value:
+        o = ord(c)
+        if c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\x1b":
+            out.append("\\E")
+        elif c == "\a":
+            out.append("\\a")
+        elif c == "\b":
+            out.append("\\b")
+        elif c == "\f":
+            out.append("\\f")
+        elif c == "\v":
+            out.append("\\v")
+        elif c in "'\\":
+            out.append("\\" + c)
+        elif o < 32 or o == 127:
+            out.append(f"\\{o:03o}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def quote_double(value: str) -> str:
+    """``declare -p`` style: ``"..."`` with ``\\ " $ ` `` escaped."""
+    out = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return '"' + out.replace("`", "\\`") + '"'
+
+
+def quote_printf(value: str) -> str:
+    """``printf %q``: backslash-escape shell metacharacters; ``''`` for empty."""
+    if value == "":
+        return "''"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "$'" + _ansi_escape(value) + "'"
+    out: list[str] = []
+    for i, c in enumerate(value):
+        if c in _SAFE_Q or ord(c) > 127 or (c == "~" and i > 0):
+            out.append(c)
+        else:
+            out.append("\\" + c)
+    return "".join(out)
+
+
+def convert_case(value: str, op: str, pattern: str | None) -> str:
+    """``^ ^^ , ,,`` (first char / all chars), restricted to chars matching pattern."""
+    if not value:
+        return value
+    upper = op[0] == "^"
+    every = len(op) == 2
+
+    def conv(c: str) -> str:
+        if pattern is not None and pattern != "" and not fnmatch(c, pattern):
+            return c
+        return c.upper() if upper else c.lower()
+
+    if every:
+        if pattern is None or pattern == "" or pattern == "?":
+            return value.upper() if upper else value.lower()
+        return "".join(conv(c) for c in value)
+    return conv(value[0]) + value[1:]
+
+
+def substring(value: str, offset: int, length: int | None) -> str:
+    n = len(value)
+    if offset < 0:
+        offset = n + offset
+        if offset < 0:
+            return ""
+    if offset > n:
+        return ""
+    if length is None:
+        return value[offset:]
+    if length < 0:
+        end = n + length
+        if end < offset:
+            raise ValueError(f"{length}: substring expression < 0")
+        return value[offset:end]
+    return value[offset : offset + length]
+
+
+def slice_items(items: list[tuple[int, str]], offset: int, length: int | None) -> list[str]:
+    """``${a[@]:off:len}`` over (index, value) pairs: elements with index >= offset."""
+    if offset < 0:
+        top = items[-1][0] + 1 if items else 0
+        offset = top + offset
+        if offset < 0:
+            return []
+    chosen = [v for i, v in items if i >= offset]
+    if length is None:
+        return chosen
+    if length < 0:
+        raise ValueError(f"{length}: substring expression < 0")
+    return chosen[:length]
+
+
+def transform(op: str, value: str) -> str:
+    """``${x@U}`` and friends on one value (``@Q``/``@A``/``@a``/``@K`` handled by caller)."""
+    if op == "@U":
+        return value.upper()
+    if op == "@u":
+        return value[:1].upper() + value[1:]
+    if op == "@L":
+        return value.lower()
+    if op == "@E":
+        from .word_parser import decode_ansi_c
+
+        return decode_ansi_c(value)
+    if op == "@Q":
+        return quote_single(value)
+    return value  # @P (prompt) and anything else: the value itself
+
+
+def attr_flags(v: Var) -> str:
+    """The option letters of ``declare -p`` (``-a``, ``-Ai``, ``--``...)."""
+    flags = ""
+    if v.attrs & ASSOC:
+        flags += "A"
+    elif v.attrs & ARRAY or type(v.value) is dict:
+        flags += "a"
+    for bit, letter in (
+        (INTEGER, "i"),
+        (LOWER, "l"),
+        (NAMEREF, "n"),
+        (READONLY, "r"),
+        (UPPER, "u"),
+        (EXPORT, "x"),
+    ):
+        if v.attrs & bit:
+            flags += letter
+    return "-" + flags if flags else "--"
+
+
+def format_declare(name: str, v: Var) -> str:
+    """One ``declare -p`` line (without the newline)."""
+    flags = attr_flags(v)
+    val = v.value
+    if val is None:
+        return f"declare {flags} {name}"
+    if type(val) is dict:
+        if v.attrs & ASSOC:
+            body = "".join(f"[{_assoc_key(k)}]={quote_double(x)} " for k, x in val.items())
+        else:
+            body = " ".join(f"[{k}]={quote_double(x)}" for k, x in sorted(val.items()))
+        return f"declare {flags} {name}=({body})"
+    return f"declare {flags} {name}={quote_double(val)}"  # type: ignore[arg-type]
+
+
+def _assoc_key(key: str) -> str:
+    if key and all(c.isalnum() or c in "_-./:" for c in key):
+        return key
+    return quote_double(key)

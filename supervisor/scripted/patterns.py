@@ -1,0 +1,329 @@
+"""Shell patterns and POSIX regular expressions, translated to Python ``re`` (cached).
+
+A *pattern string* here is the expanded pattern word in which every quoted character is
+preceded by a backslash, so ``[[ $x == "a*"* ]]`` becomes ``a\\*\\**``: quoted characters
+match literally, unquoted ones keep their glob meaning (including extglob operators).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import lru_cache
+
+_CLASSES = {
+    "alpha": "a-zA-Z",
+    "digit": "0-9",
+    "alnum": "a-zA-Z0-9",
+    "upper": "A-Z",
+    "lower": "a-z",
+    "space": " \\t\\n\\r\\f\\v",
+    "blank": " \\t",
+    "punct": "!-/:-@\\[-`{-~",
+    "print": " -~",
+    "graph": "!-~",
+    "cntrl": "\\x00-\\x1f\\x7f",
+    "xdigit": "0-9A-Fa-f",
+    "word": "a-zA-Z0-9_",
+}
+_GLOB_SPECIAL = frozenset("*?[\\")
+_EXTGLOB = frozenset("?*+@!")
+
+
+def quote_pattern(text: str) -> str:
+    """Escape ``text`` so that it matches itself as a pattern."""
+    if not any(c in _GLOB_SPECIAL or c in "()|" for c in text):
+        return text
+    return "".join("\\" + c if c in _GLOB_SPECIAL or c in "()|" else c for c in text)
+
+
+def has_glob(pattern: str) -> bool:
+    return any(c in _GLOB_SPECIAL for c in pattern)
+
+
+def _bracket(pat: str, i: int) -> tuple[str, int] | None:
+    """Translate a bracket expression starting at ``pat[i] == '['``."""
+    n = len(pat)
+    j = i + 1
+    negate = False
+    if j < n and pat[j] in "!^":
+        negate = True
+        j += 1
+    out: list[str] = []
+    first = True
+    while j < n:
+        c = pat[j]
+        if c == "]" and not first:
+            body = "".join(out)
+            if not body:
+                return None
+            return ("[^" if negate else "[") + body + "]", j + 1
+        first = False
+        if c == "[" and j + 1 < n and pat[j + 1] == ":":
+            end = pat.find(":]", j + 2)
+            if end >= 0:
+                name = pat[j + 2 : end]
+                cls = _CLASSES.get(name)
+                if cls is not None:
+                    out.append(cls)
+                    j = end + 2
+                    continue
+        if c == "\\" and j + 1 < n:
+            out.append(re.escape(pat[j + 1]))
+            j += 2
+            continue
+        if c == "-" and out and j + 1 < n and pat[j + 1] != "]":
+            out.append("-")
+            j += 1
+            continue
+        out.append("\\" + c if c in "\\]^-[" else c)
+        j += 1
+    return None
+
+
+def _glob(pat: str, i: int, stop: str, lazy: bool) -> tuple[str, int]:
+    """Translate from ``i`` until an unnested char in ``stop``; returns (regex, index)."""
+    out: list[str] = []
+    n = len(pat)
+    star = ".*?" if lazy else ".*"
+    while i < n:
+        c = pat[i]
+        if c in stop:
+            break
+        if c in _EXTGLOB and i + 1 < n and pat[i + 1] == "(":
+            alts: list[str] = []
+            j = i + 2
+            while True:
+                sub, j = _glob(pat, j, "|)", lazy)
+                alts.append(sub)
+                if j >= n:
+                    break
+                if pat[j] == ")":
+                    j += 1
+                    break
+                j += 1
+            if j <= n and pat[j - 1 : j] == ")":
+                body = "|".join(alts)
+                if c == "?":
+                    out.append(f"(?:{body})?")
+                elif c == "*":
+                    out.append(f"(?:{body})*")
+                elif c == "+":
+                    out.append(f"(?:{body})+")
+                elif c == "@":
+                    out.append(f"(?:{body})")
+                else:
+                    rest, _ = _glob(pat, j, stop, lazy)
+                    out.append(f"(?:(?!(?:{body}){rest}\\Z).*?)")
+                i = j
+                continue
+        if c == "*":
+            while i + 1 < n and pat[i + 1] == "*":
+                i += 1
+            out.append(star)
+        elif c == "?":
+            out.append(".")
+        elif c == "[":
+            br = _bracket(pat, i)
+            if br is None:
+                out.append("\\[")
+            else:
+                out.append(br[0])
+                i = br[1]
+                continue
+        elif c == "\\":
+            if i + 1 < n:
+                out.append(re.escape(pat[i + 1]))
+                i += 2
+                continue
+            out.append("\\\\")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out), i
+
+
+@lru_cache(maxsize=1024)
+def glob_regex(pattern: str, lazy: bool = False) -> re.Pattern[str]:
+    """The regex of a shell pattern (not anchored; callers choose match/fullmatch)."""
+    body, _ = _glob(pattern, 0, "", lazy)
+    return re.compile(body, re.DOTALL)
+
+
+def fnmatch(text: str, pattern: str) -> bool:
+    """Does the whole of ``text`` match the shell pattern?"""
+    if not has_glob(pattern) and "(" not in pattern:
+        return text == pattern
+    return glob_regex(pattern).fullmatch(text) is not None
+
+
+_EXACT_LIMIT = 1024  # strings up to this size get exhaustive (exact) matching
+
+
+@lru_cache(maxsize=512)
+def _suffix_regex(pattern: str, longest: bool) -> re.Pattern[str]:
+    body, _ = _glob(pattern, 0, "", False)
+    lead = ".*?" if longest else ".*"
+    return re.compile(f"{lead}({body})\\Z", re.DOTALL)
+
+
+def remove_prefix(text: str, pattern: str, longest: bool) -> str:
+    """``${x#pat}`` / ``${x##pat}``."""
+    if not pattern:
+        return text
+    if not has_glob(pattern) and "(" not in pattern:
+        return text[len(pattern) :] if text.startswith(pattern) else text
+    rx = glob_regex(pattern)
+    if len(text) <= _EXACT_LIMIT:
+        ends = range(len(text), -1, -1) if longest else range(len(text) + 1)
+        for end in ends:
+            if rx.fullmatch(text, 0, end):
+                return text[end:]
+        return text
+    m = glob_regex(pattern, lazy=not longest).match(text)
+    return text if m is None else text[m.end() :]
+
+
+def remove_suffix(text: str, pattern: str, longest: bool) -> str:
+    """``${x%pat}`` / ``${x%%pat}`` (exact at any size: the regex engine scans starts)."""
+    if not pattern:
+        return text
+    if not has_glob(pattern) and "(" not in pattern:
+        return text[: -len(pattern)] if text.endswith(pattern) else text
+    m = _suffix_regex(pattern, longest).match(text)
+    return text if m is None else text[: m.start(1)]
+
+
+def replace(text: str, pattern: str, repl: Callable[[str], str], mode: str) -> str:
+    """``${x/pat/rep}``: mode '/' first, '//' all, '/#' anchored start, '/%' anchored end."""
+    if pattern == "" and mode in ("/", "//"):
+        return text
+    if mode == "/#":
+        rest = remove_prefix(text, pattern, True)
+        if rest == text and not glob_regex(pattern).fullmatch(""):
+            return text
+        return repl(text[: len(text) - len(rest)]) + rest
+    if mode == "/%":
+        m = _suffix_regex(pattern, True).match(text)
+        if m is None:
+            return text
+        return text[: m.start(1)] + repl(text[m.start(1) :])
+    rx = glob_regex(pattern)
+    out: list[str] = []
+    pos = 0
+    n = len(text)
+    while pos <= n:
+        found = _longest_at_or_after(rx, text, pos)
+        if found is None:
+            break
+        s, e = found
+        if e == s:  # bash skips empty matches
+            if s >= n:
+                break
+            out.append(text[pos : s + 1])
+            pos = s + 1
+            continue
+        out.append(text[pos:s])
+        out.append(repl(text[s:e]))
+        pos = e
+        if mode != "//":
+            break
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _longest_at_or_after(rx: re.Pattern[str], text: str, pos: int) -> tuple[int, int] | None:
+    m = rx.search(text, pos)
+    if m is None:
+        return None
+    s = m.start()
+    if len(text) - s <= _EXACT_LIMIT:
+        for end in range(len(text), m.end() - 1, -1):
+            if rx.fullmatch(text, s, end):
+                return s, end
+    return s, m.end()
+
+
+# ----------------------------------------------------------------- POSIX ERE (=~)
+
+
+@lru_cache(maxsize=512)
+def ere_regex(ere: str) -> re.Pattern[str]:
+    """Translate a POSIX extended regular expression (glibc flavour) to Python."""
+    out: list[str] = []
+    i, n = 0, len(ere)
+    while i < n:
+        c = ere[i]
+        if c == "\\" and i + 1 < n:
+            e = ere[i + 1]
+            if e in "<>":
+                out.append("\\b")
+            elif e in "wWsSbB":
+                out.append("\\" + e)
+            elif e == "`":
+                out.append("\\A")
+            elif e == "'":
+                out.append("\\Z")
+            else:
+                out.append(re.escape(e))
+            i += 2
+            continue
+        if c == "[":
+            br = _bracket_ere(ere, i)
+            if br is not None:
+                out.append(br[0])
+                i = br[1]
+                continue
+            out.append("\\[")
+        elif c == "$":
+            out.append("(?!\\n)\\Z" if i == n - 1 else "$")
+        elif c == "{":
+            m = re.match(r"\{(\d*)(,(\d*))?\}", ere[i:])
+            if m and out and (m.group(1) or m.group(3)):
+                out.append(m.group(0))
+                i += m.end()
+                continue
+            out.append("\\{")
+        elif c in "}":
+            out.append("\\}")
+        elif c == "(" and ere[i + 1 : i + 2] == "?":
+            out.append("(\\?")
+            i += 2
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _bracket_ere(ere: str, i: int) -> tuple[str, int] | None:
+    n = len(ere)
+    j = i + 1
+    negate = False
+    if j < n and ere[j] == "^":
+        negate = True
+        j += 1
+    out: list[str] = []
+    first = True
+    while j < n:
+        c = ere[j]
+        if c == "]" and not first:
+            return ("[^" if negate else "[") + "".join(out) + "]", j + 1
+        first = False
+        if c == "[" and j + 1 < n and ere[j + 1] in ":.=":
+            kind = ere[j + 1]
+            end = ere.find(kind + "]", j + 2)
+            if end >= 0:
+                name = ere[j + 2 : end]
+                if kind == ":":
+                    out.append(_CLASSES.get(name, ""))
+                else:
+                    out.append(re.escape(name))
+                j = end + 2
+                continue
+        if c == "-" and out and j + 1 < n and ere[j + 1] != "]":
+            out.append("-")
+        else:
+            out.append("\\" + c if c in "\\]^-[" else c)
+        j += 1
+    return None

@@ -1,0 +1,427 @@
+"""Shell variables: scalars, indexed and associative arrays, attributes, dynamic scope.
+
+All variables live in one dict, so a lookup is a single dict access however deep the
+function calls go. ``local`` saves the shadowed entry in the current call frame and the
+frame restores it on return (bash's dynamic scoping falls out of this). Subshells work on
+a shallow copy of the dict; a ``Var`` created by an outer shell is copied before it is
+changed in place (copy-on-write by generation), so nothing leaks back out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from itertools import count
+
+from .arithmetic import ArithEnv, ArithError, string_to_int, wrap
+from .errors import ShellError
+
+READONLY = 1
+EXPORT = 2
+INTEGER = 4
+LOWER = 8
+UPPER = 16
+ARRAY = 32
+ASSOC = 64
+NAMEREF = 128
+_CASE = LOWER | UPPER
+_IN_PLACE_BLOCKERS = READONLY | INTEGER | LOWER | UPPER | ARRAY | ASSOC | NAMEREF
+
+_generations = count(1)
+
+Value = str | dict[int, str] | dict[str, str] | None
+
+
+class Var:
+    """One variable. ``value`` is a str (scalar), a dict (array), or None (declared but
+    unset, e.g. ``local x``)."""
+
+    __slots__ = ("attrs", "gen", "value")
+
+    def __init__(self, value: Value, attrs: int, gen: int) -> None:
+        self.value = value
+        self.attrs = attrs
+        self.gen = gen
+
+    def copy(self, gen: int) -> Var:
+        v = self.value
+        return Var(dict(v) if type(v) is dict else v, self.attrs, gen)  # type: ignore[arg-type]
+
+
+def sorted_items(d: dict[int, str]) -> list[tuple[int, str]]:
+    """Items of an indexed array in index order (O(n) when already ordered)."""
+    return sorted(d.items())
+
+
+class Variables(ArithEnv):
+    """The variable half of the shell state (mixed into the interpreter)."""
+
+    vars: dict[str, Var]
+    frames: list[dict[str, Var | None]]
+    gen: int
+    positional: list[str]
+    arith_depth: int
+    start_time: float
+    random_state: int
+
+    def init_variables(self) -> None:
+        self.vars = {}
+        self.frames = []
+        self.gen = next(_generations)
+        self.positional = []
+        self.arith_depth = 0
+        self.start_time = time.monotonic()
+        self.random_state = 12345
+
+    # ----------------------------------------------------------------- reading
+
+    def get(self, name: str) -> str | None:
+        """The scalar value of ``$name`` (element 0 of an array), None when unset."""
+        v = self.vars.get(name)
+        if v is None:
+            dyn = _DYNAMIC.get(name)
+            return dyn(self) if dyn is not None else None
+        val = v.value
+        if type(val) is str:
+            return val
+        if val is None:
+            return None
+        if v.attrs & NAMEREF:
+            return self.get(val)  # type: ignore[arg-type]
+        if v.attrs & ASSOC:
+            return val.get("0")  # type: ignore[union-attr,call-overload]
+        return val.get(0)  # type: ignore[union-attr,call-overload]
+
+    def lookup(self, name: str) -> Var | None:
+        v = self.vars.get(name)
+        if v is not None and v.attrs & NAMEREF and type(v.value) is str:
+            return self.vars.get(v.value)
+        return v
+
+    def is_assoc(self, name: str) -> bool:
+        v = self.lookup(name)
+        return v is not None and bool(v.attrs & ASSOC)
+
+    def is_array(self, name: str) -> bool:
+        v = self.lookup(name)
+        return v is not None and type(v.value) is dict
+
+    def get_item(self, name: str, key: int | str) -> str | None:
+        v = self.lookup(name)
+        if v is None:
+            return None
+        val = v.value
+        if type(val) is dict:
+            if type(key) is int and key < 0 and not v.attrs & ASSOC:
+                if not val:
+                    return None
+                key = max(val) + 1 + key  # type: ignore[type-var,assignment]
+            return val.get(key)  # type: ignore[arg-type]
+        if key == 0 or key == "0":
+            return val  # type: ignore[return-value]
+        return None
+
+    def values(self, name: str) -> list[str]:
+        """``${name[@]}``: every element in order; a scalar is a one-element list."""
+        v = self.lookup(name)
+        if v is None:
+            return []
+        val = v.value
+        if type(val) is dict:
+            if v.attrs & ASSOC:
+                return list(val.values())
+            return [x for _, x in sorted_items(val)]  # type: ignore[arg-type]
+        return [] if val is None else [val]  # type: ignore[list-item]
+
+    def keys(self, name: str) -> list[str]:
+        v = self.lookup(name)
+        if v is None:
+            return []
+        val = v.value
+        if type(val) is dict:
+            if v.attrs & ASSOC:
+                return list(val)  # type: ignore[arg-type]
+            return [str(k) for k in sorted(val)]  # type: ignore[type-var]
+        return [] if val is None else ["0"]
+
+    # ----------------------------------------------------------------- writing
+
+    def _writable(self, name: str) -> Var | None:
+        """The Var to change in place (copied first if an outer shell owns it)."""
+        v = self.vars.get(name)
+        if v is None:
+            return None
+        if v.attrs & NAMEREF and type(v.value) is str and v.value != name:
+            return self._writable(v.value)
+        if v.attrs & READONLY:
+            raise ShellError(f"{name}: readonly variable")
+        if v.gen != self.gen:
+            v = v.copy(self.gen)
+            self.vars[name] = v
+        return v
+
+    def _convert(self, v: Var, value: str) -> str:
+        attrs = v.attrs
+        if attrs & INTEGER:
+            value = str(self.arith_text(value))
+        if attrs & _CASE:
+            value = value.lower() if attrs & LOWER else value.upper()
+        return value
+
+    def assign(self, name: str, value: str, append: bool = False) -> None:
+        """``name=value`` / ``name+=value`` (element 0 of an array)."""
+        v = self.vars.get(name)
+        if v is not None and v.gen == self.gen and not v.attrs & _IN_PLACE_BLOCKERS:
+            if append and type(v.value) is str:
+                v.value += value
+            else:
+                v.value = value
+            return
+        v = self._writable(name)
+        if v is None:
+            if name in _SPECIAL_ASSIGN:
+                _SPECIAL_ASSIGN[name](self, value)
+                return
+            self.vars[name] = Var(value, 0, self.gen)
+            return
+        if v.attrs & INTEGER and append:
+            old = self.get(name) or "0"
+            value = str(wrap(self.arith_text(old) + self.arith_text(value)))
+            append = False
+        value = self._convert(v, value)
+        val = v.value
+        if type(val) is dict:
+            key: int | str = "0" if v.attrs & ASSOC else 0
+            if append:
+                value = val.get(key, "") + value  # type: ignore[call-overload,arg-type]
+            val[key] = value  # type: ignore[index]
+        elif append and val is not None:
+            v.value = val + value  # type: ignore[operator]
+        else:
+            v.value = value
+
+    def assign_item(self, name: str, key: int | str, value: str, append: bool = False) -> None:
+        v = self._writable(name)
+        if v is None:
+            v = Var({}, ARRAY if type(key) is int else ASSOC, self.gen)
+            self.vars[name] = v
+        val = v.value
+        if type(val) is not dict:
+            if v.attrs & ASSOC:
+                val = {}
+            else:
+                val = {} if val is None else {0: val}
+                v.attrs |= ARRAY
+            v.value = val
+        if v.attrs & ASSOC:
+            key = str(key)
+        elif type(key) is not int:
+            key = self.arith_text(key)
+        if type(key) is int and key < 0:
+            if not val:
+                raise ShellError(f"{name}[{key}]: bad array subscript")
+            key = max(val) + 1 + key  # type: ignore[type-var,assignment]
+            if key < 0:  # type: ignore[operator]
+                raise ShellError(f"{name}[{key}]: bad array subscript")
+        if v.attrs & INTEGER and append:
+            value = str(wrap(self.arith_text(val.get(key, "0")) + self.arith_text(value)))  # type: ignore[call-overload,arg-type]
+            append = False
+        value = self._convert(v, value)
+        if append:
+            value = val.get(key, "") + value  # type: ignore[call-overload,arg-type]
+        val[key] = value  # type: ignore[index]
+
+    def assign_array(
+        self, name: str, items: list[tuple[str | None, str, bool]], append: bool = False
+    ) -> None:
+        """``name=(...)``: items are (key or None, value, item-append)."""
+        v = self._writable(name)
+        if v is None:
+            v = Var({}, ARRAY, self.gen)
+            self.vars[name] = v
+        assoc = bool(v.attrs & ASSOC)
+        old = v.value
+        if append and type(old) is dict:
+            new: dict = old  # type: ignore[type-arg]
+        elif append and type(old) is str:
+            new = {0: old}
+        else:
+            new = {}
+        if not assoc:
+            v.attrs |= ARRAY
+        v.value = new
+        nxt = (max(new) + 1 if new else 0) if not assoc else 0
+        for key, value, item_append in items:
+            if assoc:
+                if key is None:
+                    raise ShellError(
+                        f"{name}: {value}: must use subscript when assigning associative array"
+                    )
+                value = self._convert(v, value)
+                new[key] = new.get(key, "") + value if item_append else value
+                continue
+            if key is not None:
+                idx = self.arith_text(key)
+                if idx < 0:
+                    idx = (max(new) + 1 if new else 0) + idx
+                nxt = idx
+            value = self._convert(v, value)
+            new[nxt] = new.get(nxt, "") + value if item_append else value
+            nxt += 1
+
+    def unset(self, name: str) -> None:
+        v = self.vars.get(name)
+        if v is None:
+            return
+        if v.attrs & READONLY:
+            raise ShellError(f"{name}: cannot unset: readonly variable")
+        del self.vars[name]
+
+    def unset_item(self, name: str, key: int | str) -> None:
+        v = self._writable(name)
+        if v is None:
+            return
+        val = v.value
+        if type(val) is dict:
+            if type(key) is int and key < 0 and val:
+                key = max(val) + 1 + key  # type: ignore[type-var,assignment]
+            val.pop(key, None)  # type: ignore[arg-type]
+        elif key in (0, "0"):
+            del self.vars[name]
+
+    def declare_var(self, name: str, add: int, remove: int = 0, local: bool = False) -> Var:
+        """Create or change attributes (declare/local/typeset/export/readonly)."""
+        if local and self.frames:
+            frame = self.frames[-1]
+            if name not in frame:
+                frame[name] = self.vars.get(name)
+                self.vars[name] = Var(None, 0, self.gen)
+        v = self.vars.get(name)
+        if v is None:
+            v = Var({} if add & (ARRAY | ASSOC) else None, 0, self.gen)
+            self.vars[name] = v
+        elif v.gen != self.gen:
+            v = v.copy(self.gen)
+            self.vars[name] = v
+        if add & ASSOC and type(v.value) is not dict:
+            v.value = {} if v.value is None else {"0": v.value}
+        elif add & ARRAY and type(v.value) is not dict:
+            v.value = {} if v.value is None else {0: v.value}
+        if add & LOWER:
+            remove |= UPPER
+        if add & UPPER:
+            remove |= LOWER
+        v.attrs = (v.attrs | add) & ~remove
+        return v
+
+    def set_global(self, name: str, value: str) -> None:
+        """``declare -g name=value`` from inside a function."""
+        for frame in self.frames:
+            if name in frame:
+                old = frame[name]
+                frame[name] = Var(value, old.attrs if old else 0, self.gen)
+                return
+        self.assign(name, value)
+
+    def exported(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, v in self.vars.items():
+            if v.attrs & EXPORT and type(v.value) is str:
+                out[name] = v.value
+        return out
+
+    # ------------------------------------------------------------------ frames
+
+    def push_frame(self) -> None:
+        self.frames.append({})
+
+    def pop_frame(self) -> None:
+        frame = self.frames.pop()
+        vars_ = self.vars
+        for name, old in frame.items():
+            if old is None:
+                vars_.pop(name, None)
+            else:
+                vars_[name] = old
+
+    # ------------------------------------------------------------- arithmetic
+
+    def arith_text(self, text: str) -> int:
+        """Evaluate text as an arithmetic expression (used for ``declare -i`` etc.)."""
+        self.arith_depth += 1
+        try:
+            if self.arith_depth > 64:
+                raise ArithError("expression recursion level exceeded", text)
+            return string_to_int(text, self)
+        finally:
+            self.arith_depth -= 1
+
+    def arith_get(self, name: str) -> int:
+        v = self.vars.get(name)
+        if v is not None:
+            val = v.value
+            if type(val) is str:
+                if val.isdigit() and val.isascii() and (val[0] != "0" or len(val) == 1):
+                    return int(val)
+            elif val is None:
+                return 0
+        s = self.get(name)
+        if s is None:
+            if self.nounset_check(name):
+                raise ShellError(f"{name}: unbound variable")
+            return 0
+        return self.arith_text(s)
+
+    def arith_set(self, name: str, value: int) -> None:
+        self.assign(name, str(value))
+
+    def arith_get_item(self, name: str, key: str, index: Callable[[ArithEnv], int]) -> int:
+        s = self.get_item(name, key if self.is_assoc(name) else index(self))
+        return 0 if s is None else self.arith_text(s)
+
+    def arith_set_item(
+        self, name: str, key: str, index: Callable[[ArithEnv], int], value: int
+    ) -> None:
+        if self.is_assoc(name):
+            self.assign_item(name, key, str(value))
+        else:
+            self.assign_item(name, index(self), str(value))
+
+    def nounset_check(self, name: str) -> bool:
+        """Overridden by the interpreter: True when ``set -u`` is on."""
+        return False
+
+
+def _random(sh: Variables) -> str:
+    # a deterministic LCG like bash's: scripts get varied but reproducible numbers
+    sh.random_state = (sh.random_state * 1103515245 + 12345) & 0x7FFFFFFF
+    return str((sh.random_state >> 16) & 0x7FFF)
+
+
+def _seed_random(sh: Variables, value: str) -> None:
+    try:
+        sh.random_state = int(value) & 0x7FFFFFFF
+    except ValueError:
+        sh.random_state = 0
+
+
+def _seconds(sh: Variables) -> str:
+    return str(int(time.monotonic() - sh.start_time))
+
+
+def _epoch(sh: Variables) -> str:
+    return str(int(time.time()))
+
+
+def _epoch_real(sh: Variables) -> str:
+    return f"{time.time():.6f}"
+
+
+_DYNAMIC: dict[str, Callable[[Variables], str]] = {
+    "RANDOM": _random,
+    "SECONDS": _seconds,
+    "EPOCHSECONDS": _epoch,
+    "EPOCHREALTIME": _epoch_real,
+    "SRANDOM": lambda sh: _random(sh) + _random(sh),
+}
+_SPECIAL_ASSIGN: dict[str, Callable[[Variables, str], None]] = {"RANDOM": _seed_random}
