@@ -4,18 +4,26 @@ Reads the bootstrap and frames on fd 3 (or N), writes frames to fd 4 (or M); std
 stderr are diagnostics only. Exit status: 0 after close, 2 after a fatal violation, 3 when
 the session never started (bad bootstrap, bad arguments, adapters that do not load); no
 frame is written in the last case. A ten-line parser instead of argparse: start-up time.
+
+``--describe`` runs no session: it writes one JSON line to fd 4 (or M), ``{"tools":
+[{"name", "format", "cancellable"}, ...]}``, and exits 0. The host reads it from a
+sandboxed run to learn what to grant, without importing untrusted adapter modules itself.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from . import __version__
 from .adapters import AdapterRegistry
 from .driver import EXIT_BOOTSTRAP, WorkerDriver, exit_now
 
-USAGE = "usage: python -m worker_runtime --adapters MODULE:ATTR [...] [--fd-in N --fd-out M]"
+USAGE = (
+    "usage: python -m worker_runtime --adapters MODULE:ATTR [...] [--fd-in N --fd-out M]"
+    " [--describe]"
+)
 
 
 class UsageError(Exception):
@@ -28,6 +36,8 @@ def parse_args(argv: list[str]) -> tuple[list[str], int, int]:
     fds = {"--fd-in": 3, "--fd-out": 4}
     args = iter(argv)
     for arg in args:
+        if arg == "--describe":
+            continue
         name, eq, inline = arg.partition("=")
         if name not in ("--adapters", *fds):
             raise UsageError(f"unknown argument {arg!r}")
@@ -74,7 +84,27 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # an adapter module that fails to import
         print(f"worker_runtime: cannot load adapters: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_BOOTSTRAP
+    if "--describe" in argv:
+        return describe(registry, fd_out)
     return WorkerDriver(registry, fd_in, fd_out, version=__version__).run()
+
+
+def describe(registry: AdapterRegistry, fd_out: int) -> int:
+    """Write the served tools as one JSON line to ``fd_out``."""
+    import msgspec
+
+    tools = [
+        {"name": a.tool, "format": a.format, "cancellable": a.cancellable} for a in registry
+    ]
+    data = msgspec.json.encode({"tools": tools}) + b"\n"
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd_out, view) :]
+    except OSError as exc:
+        print(f"worker_runtime: cannot write the description: {exc}", file=sys.stderr)
+        return EXIT_BOOTSTRAP
+    return 0
 
 
 if __name__ == "__main__":
