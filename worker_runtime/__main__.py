@@ -93,9 +93,7 @@ def describe(registry: AdapterRegistry, fd_out: int) -> int:
     """Write the served tools as one JSON line to ``fd_out``."""
     import msgspec
 
-    tools = [
-        {"name": a.tool, "format": a.format, "cancellable": a.cancellable} for a in registry
-    ]
+    tools = [{"name": a.tool, "format": a.format, "cancellable": a.cancellable} for a in registry]
     data = msgspec.json.encode({"tools": tools}) + b"\n"
     view = memoryview(data)
     try:
