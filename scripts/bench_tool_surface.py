@@ -24,8 +24,8 @@ from typing import Any
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
 CALLS = 1000
-LOOP = f"for i in $(seq 1 {CALLS}); do get_user --id $i; done"
-EMPTY_LOOP = f"for i in $(seq 1 {CALLS}); do :; done"
+LOOP = f"for ((i = 1; i <= {CALLS}; i++)); do get_user --id $i; done"
+EMPTY_LOOP = f"for ((i = 1; i <= {CALLS}; i++)); do :; done"
 
 
 def callback(params: dict[str, Any], stdin: str | None) -> str:

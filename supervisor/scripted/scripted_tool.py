@@ -298,18 +298,21 @@ def _in_event_loop() -> bool:
     return trio is not None and bool(trio.lowlevel.in_trio_run())
 
 
-def _run_here(make: Callable[[], Coroutine[Any, Any, T]], backend: Backend) -> T:
+def _run_here(
+    make: Callable[[], Coroutine[Any, Any, T]], backend: Backend, context: contextvars.Context
+) -> T:
     if backend == "trio":
         import trio
 
         async def main() -> T:
             return await make()
 
-        return trio.run(main)
+        return context.run(trio.run, main)
     runner = _runners.runner
     if runner is None:
         runner = _runners.runner = asyncio.Runner()
-    return runner.run(make())
+    # The runner would reuse the context it was created in: pass the caller's.
+    return runner.run(make(), context=context)
 
 
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]], backend: Backend) -> T:
@@ -319,12 +322,12 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]], backend: Backend) -
         raise ValueError(f"unknown backend {backend!r}")
     context = contextvars.copy_context()
     if not _in_event_loop():
-        return context.run(_run_here, make, backend)
+        return _run_here(make, backend, context)
     outcome: list[Any] = []
 
     def worker() -> None:
         try:
-            outcome.append((True, context.run(_run_here, make, backend)))
+            outcome.append((True, _run_here(make, backend, context)))
         except BaseException as exc:
             outcome.append((False, exc))
 
