@@ -8,9 +8,11 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from surface_support import run_oracle, run_ours
 
-from supervisor.scripted.flags import FlagError, parse_flags
+from supervisor.scripted.flags import FlagError, parse_flags, usage_from_schema
 
 INT = {"type": "integer"}
 STR = {"type": "string"}
@@ -396,3 +398,60 @@ def test_ref_depth_is_bounded() -> None:
     assert parse_flags(["--x", "5"], schema) == {"x": "5"}
     cyclic = {"type": "object", "properties": {"x": {"$ref": "#/properties/x"}}}
     assert parse_flags(["--x", "5"], cyclic) == {"x": "5"}
+
+
+# --- usage hints (section 2.3) ----------------------------------------------------------
+
+
+def test_usage_hints() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "s": STR,
+            "i": INT,
+            "n": NUM,
+            "b": BOOL,
+            "o": SERVER,
+            "eps": ENDPOINTS,
+            "tags": TAGS,
+            "null": {"type": "null"},
+            "any": {},
+            "ref": {"$ref": "#/$defs/L"},
+            "maybe": {"type": ["array", "null"], "items": {"type": "object"}},
+        },
+        "$defs": {"L": {"type": "array", "items": {"type": "object"}}},
+    }
+    assert usage_from_schema(schema) == (
+        "--any <value> --b <boolean> --eps <json|key=value...> --i <integer> "
+        "--maybe <json|key=value...> --n <number> --null <null> --o <json|key=value...> "
+        "--ref <json|a,b,c> --s <string> --tags <json|a,b,c>"
+    )
+    assert usage_from_schema({}) is None
+    assert usage_from_schema({"type": "object", "properties": {}}) is None
+
+
+# --- random argv, both sides ------------------------------------------------------------
+
+RANDOM_SCHEMA = props(
+    id=INT,
+    name=STR,
+    tags=TAGS,
+    server=SERVER,
+    flag=BOOL,
+    n=NUM,
+    endpoint=ENDPOINTS,
+)
+TOKENS = st.sampled_from(
+    [
+        "--id", "--name", "--tags", "--server", "--flag", "--n", "--endpoint", "--other",
+        "--id=3", "--tags=a,b", "--flag=no", "--n=1e2", "x", "1", "-2", "1.5", "a,b", "",
+        "name=foo", "port=80", "url=u", "bogus=1", "enabled=yes", "[1,2]", '["a"]',
+        '{"name":"j"}', "{bad", "true", "é", "--",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(argv=st.lists(TOKENS, max_size=6))
+def test_random_argv_matches_bashkit_oracle(argv: list[str]) -> None:
+    assert run_ours(RANDOM_SCHEMA, argv) == run_oracle(RANDOM_SCHEMA, argv)
