@@ -12,6 +12,7 @@ executions of one tool never mix.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import functools
@@ -272,19 +273,29 @@ class ScriptedTool:
 # --- running a coroutine from synchronous code ---------------------------------------------
 
 
-class _RunnerHolder(threading.local):
-    """One reusable asyncio runner per thread (a new loop per call costs ~3x more),
-    closed when its thread ends."""
+class _RunnerBox:
+    """A thread's reusable asyncio runner (a new loop per call costs ~3x more), closed
+    when the thread ends and its thread-local storage is dropped."""
 
-    runner: asyncio.Runner | None = None
+    __slots__ = ("runner",)
+
+    def __init__(self) -> None:
+        self.runner = asyncio.Runner()
 
     def __del__(self) -> None:
-        runner = self.runner
-        if runner is not None:
-            runner.close()
+        # At interpreter shutdown closing may fail; the loop then goes with the process.
+        with contextlib.suppress(Exception):
+            self.runner.close()
 
 
-_runners = _RunnerHolder()
+_local = threading.local()
+
+
+def _thread_runner() -> asyncio.Runner:
+    box: _RunnerBox | None = getattr(_local, "box", None)
+    if box is None:
+        box = _local.box = _RunnerBox()
+    return box.runner
 
 
 def _in_event_loop() -> bool:
@@ -308,11 +319,8 @@ def _run_here(
             return await make()
 
         return context.run(trio.run, main)
-    runner = _runners.runner
-    if runner is None:
-        runner = _runners.runner = asyncio.Runner()
     # The runner would reuse the context it was created in: pass the caller's.
-    return runner.run(make(), context=context)
+    return _thread_runner().run(make(), context=context)
 
 
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]], backend: Backend) -> T:
