@@ -1,1 +1,130 @@
-"""bubblewrap containment: policy, argv, seccomp, limits, teardown, environment probe."""
+"""bubblewrap containment: policy, argv, seccomp, limits, teardown, environment probe.
+
+A sandbox is one bwrap process tree that runs as a fresh non-root host uid of its own,
+in new user, pid, mount, ipc, uts, cgroup (and network) namespaces, with no capabilities,
+our seccomp filter, a read-only root, a private size-limited ``/tmp``, an empty
+environment plus an allowlist, cgroups of its own for memory and pids, and rlimits.
+Nothing is optional and nothing falls back: what the machine lacks fails the launch with
+`SandboxUnavailable` (``sandvisor doctor`` says what and how to fix it).
+
+Running one program (``sandvisor exec`` and the tests)::
+
+    from sandbox import SandboxPolicy, run
+    result = run(SandboxPolicy(), ["/bin/echo", "hi"], timeout=5)
+    result.stdout, result.exit_status, result.termination.reason
+
+Running a worker from a trio supervisor::
+
+    from sandbox import SandboxPolicy, Spawner, prepare_launch, worker_command
+
+    command = worker_command(["mypkg.tools:registry"])     # python -m worker_runtime ...
+    h2w_r, h2w_w = os.pipe(); w2h_r, w2h_w = os.pipe()      # the protocol pipes
+    with Spawner() as spawner:                              # one per supervisor
+        plan = prepare_launch(policy, command, fds={3: h2w_r, 4: w2h_w})
+        sandbox = await spawner.spawn_async(plan, stdout=PIPE, stderr=PIPE)
+        os.close(h2w_r); os.close(w2h_w)                   # the child has its copies
+        try:
+            ...                                             # speak on h2w_w / w2h_r
+            await sandbox.wait_async()
+        finally:
+            sandbox.kill("cancelled")                       # idempotent, synchronous
+            termination = sandbox.termination(timed_out=deadline_fired)
+            sandbox.cleanup()                               # reaps, proves, removes cgroups
+
+The pieces:
+
+- `SandboxPolicy` (frozen, validated; safe defaults) and `Bind` (explicit extra mounts).
+- `Command` (argv + the binds, env and masks it needs); `worker_command` and
+  `python_command` compute those for Python: the interpreter's prefix, the stdlib,
+  ``msgspec``, ``worker_runtime`` and each adapter's top-level package under a synthetic
+  ``/opt/sandvisor/lib``; nothing else of the project, the venv or the supervisor.
+- `prepare_launch(policy, command, fds={3: r, 4: w}) -> LaunchPlan`: bwrap's argv, its
+  (empty) environment, the fds to keep, and the ``preexec_fn`` that maps the given fds onto
+  exactly those child fd numbers, joins the sandbox's cgroups, sets rlimits, drops to the
+  sandbox uid and arms ``PR_SET_PDEATHSIG`` after checking the parent is alive. The child
+  sees fds 0-2 and the mapped ones, nothing else (bwrap's seccomp and status fds included).
+- `Spawner`: the thread sandboxes are forked from. ``PR_SET_PDEATHSIG`` follows the parent
+  *thread*; ``trio.lowlevel.open_process`` forks from trio's thread cache, whose threads
+  exit after 10 s idle and take the sandbox with them. Use `Spawner.spawn_async` instead.
+  `spawn` forks from the calling thread (synchronous code that waits on the same thread).
+- `Sandbox` (the handle): ``kill(reason)`` (cgroup kill, else the pid namespace's init;
+  SIGCONT before SIGKILL), ``wait``/``wait_async``/``poll`` on a pidfd, ``termination``
+  (`Termination`: reason ``exited``/``signal``/``timeout``/``cpu``/``memory``/``pids``/
+  ``killed``/``setup``, exit code, signal, limits hit, peak memory), ``survivors()``
+  (psutil), ``cleanup()`` (kill, reap, prove nothing survives, remove cgroups).
+- `run(policy, argv, *, timeout, stdout_cap, stderr_cap, input=None) -> RunResult`.
+- `sandbox.probe.probe()` / `sandbox.probe.require(policy)`: what the machine offers
+  (`ProbeReport`); ``require`` is what every launch consults.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    ContainmentError,
+    LaunchError,
+    PolicyError,
+    SandboxError,
+    SandboxUnavailable,
+)
+from .policy import Bind, SandboxPolicy
+
+if TYPE_CHECKING:
+    from .handle import Sandbox
+    from .launch import Command, LaunchPlan, prepare_launch
+    from .probe import ProbeReport
+    from .pyworker import python_command, worker_command
+    from .runner import RunResult, run
+    from .spawner import Spawner, spawn
+    from .termination import Termination
+
+__all__ = [
+    "Bind",
+    "Command",
+    "ContainmentError",
+    "LaunchError",
+    "LaunchPlan",
+    "PolicyError",
+    "ProbeReport",
+    "RunResult",
+    "Sandbox",
+    "SandboxError",
+    "SandboxPolicy",
+    "SandboxUnavailable",
+    "Spawner",
+    "Termination",
+    "prepare_launch",
+    "python_command",
+    "run",
+    "spawn",
+    "worker_command",
+]
+
+# Imported on first use: `from sandbox import SandboxPolicy` stays light (no ctypes,
+# psutil or subprocess machinery), which matters to code that only builds policies.
+_LAZY = {
+    "Sandbox": "handle",
+    "Command": "launch",
+    "LaunchPlan": "launch",
+    "prepare_launch": "launch",
+    "ProbeReport": "probe",
+    "python_command": "pyworker",
+    "worker_command": "pyworker",
+    "RunResult": "runner",
+    "run": "runner",
+    "Spawner": "spawner",
+    "spawn": "spawner",
+    "Termination": "termination",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,270 @@
+"""`Sandbox`: a started sandbox, from its pid to proof that nothing of it is left.
+
+Built from the started bwrap process (the direct child of the host). It reaps with
+``wait4`` (for the CPU time of the whole reaped tree), waits on a pidfd (so trio can await
+it with ``wait_readable``), kills in one fast synchronous call, classifies the end, lists
+survivors with psutil, and removes its cgroups. Safe to use from several threads: a
+watchdog may `kill` while another thread waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import psutil
+
+from .cgroups import CgroupCounters, SandboxCgroup
+from .errors import ContainmentError
+from .policy import SandboxPolicy
+from .termination import BwrapStatus, Termination, classify
+
+if TYPE_CHECKING:
+    from .launch import LaunchPlan
+
+
+class Sandbox:
+    """One running (or ended) sandbox. Use as a context manager, or call `cleanup`."""
+
+    def __init__(self, plan: LaunchPlan, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.uid = plan.uid
+        self.policy: SandboxPolicy = plan.policy
+        self.cgroup: SandboxCgroup | None = plan.cgroup
+        self.pidfd = os.pidfd_open(self.pid)
+        self.started_at = time.monotonic()
+        self._status_fd: int | None = plan.status_read_fd
+        os.set_blocking(plan.status_read_fd, False)
+        self._status = BwrapStatus()
+        self._lock = threading.RLock()
+        self._returncode: int | None = None
+        self._cpu_seconds: float | None = None
+        self._kill_reason: str | None = None
+        self._killed_at: float | None = None
+        self._counters: CgroupCounters | None = None
+        self._cleaned = False
+        # A fresh uid belongs to this sandbox alone: any process with it is part of it.
+        self._uid_is_unique = plan.policy.sandbox_uid is None
+
+    # --- state -----------------------------------------------------------------------
+
+    @property
+    def returncode(self) -> int | None:
+        """bwrap's exit status once reaped (negative: killed by that signal)."""
+        return self._returncode
+
+    @property
+    def kill_reason(self) -> str | None:
+        return self._kill_reason
+
+    @property
+    def status(self) -> BwrapStatus:
+        self._read_status()
+        return self._status
+
+    def _read_status(self) -> None:
+        with self._lock:
+            while self._status_fd is not None:
+                try:
+                    data = os.read(self._status_fd, 65536)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    return
+                if not data:
+                    os.close(self._status_fd)
+                    self._status_fd = None
+                    return
+                self._status.feed(data)
+
+    # --- waiting ---------------------------------------------------------------------
+
+    def poll(self) -> int | None:
+        """Reap bwrap if it has exited; its status, or None while it runs."""
+        with self._lock:
+            if self._returncode is not None:
+                return self._returncode
+            try:
+                pid, wstatus, usage = os.wait4(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                # Someone else reaped it (a `Popen.poll`): take its word for the status.
+                rc = self.popen.returncode
+                self._returncode = rc if rc is not None else -signal.SIGKILL
+                return self._returncode
+            if pid == 0:
+                return None
+            self._returncode = os.waitstatus_to_exitcode(wstatus)
+            self._cpu_seconds = usage.ru_utime + usage.ru_stime
+            self.popen.returncode = self._returncode
+            self._counters = self.cgroup.counters() if self.cgroup else CgroupCounters()
+            return self._returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Block until bwrap exits (or ``timeout`` seconds pass: None is returned)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        poller = select.poll()
+        poller.register(self.pidfd, select.POLLIN)
+        while (rc := self.poll()) is None:
+            if deadline is None:
+                poller.poll()
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                poller.poll(max(1, int(left * 1000)))
+        return rc
+
+    async def wait_async(self) -> int:
+        """Await the exit from trio (on the pidfd; the event loop is never blocked)."""
+        import trio
+
+        while (rc := self.poll()) is None:
+            await trio.lowlevel.wait_readable(self.pidfd)
+        return rc
+
+    # --- killing ---------------------------------------------------------------------
+
+    def kill(self, reason: str = "killed") -> None:
+        """SIGKILL the whole sandbox now. Idempotent, fast, synchronous; the first reason
+        given is the one recorded (``"timeout"`` classifies the end as a timeout)."""
+        with self._lock:
+            if self._kill_reason is None and self._returncode is None:
+                self._kill_reason = reason
+                self._killed_at = time.monotonic()
+            if self.cgroup is not None and not self.cgroup.removed:
+                self.cgroup.kill()
+            if self._returncode is None:
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            if self.cgroup is None:
+                self._kill_namespace_init()
+
+    def _kill_namespace_init(self) -> None:
+        """Without a cgroup: kill the pid namespace's init, which takes the namespace."""
+        self._read_status()
+        pid = self._status.child_pid
+        if pid is None:
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return
+        try:
+            if psutil.Process(pid).uids().real == self.uid:  # still ours, not a reused pid
+                signal.pidfd_send_signal(fd, signal.SIGCONT)
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except (psutil.Error, OSError):
+            pass
+        finally:
+            os.close(fd)
+
+    # --- the end -----------------------------------------------------------------------
+
+    def termination(self, *, timed_out: bool = False) -> Termination:
+        """Why the sandbox ended (wait first). ``timed_out``: the caller's deadline fired."""
+        rc = self.wait()
+        assert rc is not None
+        self._read_status()
+        return classify(
+            status=self._status,
+            returncode=rc,
+            counters=self._counters or CgroupCounters(),
+            timed_out=timed_out,
+            kill_reason=self._kill_reason,
+            cpu_seconds_used=self._cpu_seconds,
+            cpu_limit=self.policy.cpu_seconds,
+            memory_limit=self.policy.memory_bytes,
+        )
+
+    @property
+    def peak_memory_bytes(self) -> int | None:
+        counters = self._counters or (self.cgroup.counters() if self.cgroup else None)
+        return counters.peak_memory_bytes if counters else None
+
+    def survivors(self, *, thorough: bool = True) -> list[psutil.Process]:
+        """Processes of this sandbox that still exist (zombies included).
+
+        Always: the members of its cgroups and bwrap's process tree. ``thorough`` also
+        scans every process of the machine for the sandbox's own uid (a fresh uid is
+        this sandbox's alone), which finds anything that escaped both. The sandbox's uid
+        cannot move a process out of its cgroup, so `cleanup` scans only without one."""
+        found: dict[int, psutil.Process] = {}
+        if self.cgroup is not None and not self.cgroup.removed:
+            for pid in self.cgroup.pids():
+                with contextlib.suppress(psutil.Error):
+                    found[pid] = psutil.Process(pid)
+        if self._returncode is None:
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(self.pid)
+                found[root.pid] = root
+                for child in root.children(recursive=True):
+                    found[child.pid] = child
+        if thorough and self._uid_is_unique:
+            for proc in psutil.process_iter(["uids"]):
+                uids = proc.info.get("uids")
+                if uids is not None and self.uid in (uids.real, uids.effective):
+                    found[proc.pid] = proc
+        return [p for p in found.values() if _exists(p)]
+
+    def cleanup(self, timeout: float = 2.0) -> None:
+        """Kill what is left, reap, prove nothing survives, remove the cgroups, close fds.
+
+        Idempotent. Raises `ContainmentError` if something of the sandbox outlives
+        ``timeout`` (it has then been SIGKILLed repeatedly, and is reported by pid)."""
+        with self._lock:
+            if self._cleaned:
+                return
+            if self._returncode is None:
+                self.kill(self._kill_reason or "cleanup")
+            self.wait(timeout)
+            deadline = time.monotonic() + timeout
+            thorough = self.cgroup is None
+            while (left := self.survivors(thorough=thorough)) or self._returncode is None:
+                if time.monotonic() > deadline:
+                    raise ContainmentError(
+                        f"sandbox uid {self.uid}: processes {[p.pid for p in left]} survive"
+                    )
+                self.kill(self._kill_reason or "cleanup")
+                self.poll()
+                time.sleep(0.001)
+            self._read_status()
+            if self.cgroup is not None:
+                if self._counters is None:
+                    self._counters = self.cgroup.counters()
+                self.cgroup.remove(timeout)
+            if self._status_fd is not None:
+                os.close(self._status_fd)
+                self._status_fd = None
+            for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+            os.close(self.pidfd)
+            self._cleaned = True
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+
+def _exists(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.is_running())
+    except psutil.Error:
+        return False
