@@ -354,14 +354,14 @@ class ToolRegistry:
         out: ToolOutput
         if isinstance(started, ToolOutput):
             out = started
+            state.clear()
         else:
             token = enter_call(state)
             try:
                 out = await self._await(started.awaitable, name, deadline)
-            finally:
+            finally:  # revoked even when the execution itself is cancelled
                 reset_call(token)
                 state.clear()
-        state.clear()
         if trace is not None:
             trace.record(name, _TOOL, trace_args, out.exit_code)
         return out
