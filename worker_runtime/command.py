@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 POLL_SECONDS = 0.05
 PIPE_CHUNK = 65536
 LINGER_SECONDS = 0.2
+GROUP_EXIT_SECONDS = 2.0
 
 
 class CommandAdapter:
@@ -263,7 +264,8 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def _stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM the group, give it ``grace`` seconds, SIGKILL the group, reap the leader."""
+    """SIGTERM the group, give it ``grace`` seconds, SIGKILL the group, reap the leader,
+    and return only once no member of the group is left running."""
     import signal
     import subprocess
 
@@ -271,5 +273,39 @@ def _stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
         _signal_group(proc.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(grace)
-    _signal_group(proc.pid, signal.SIGKILL)  # also members that outlived their leader
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # also members that outlived their leader
+    except (ProcessLookupError, PermissionError):
+        proc.wait()
+        return  # the group is already empty
     proc.wait()
+    end = time.monotonic() + GROUP_EXIT_SECONDS
+    while _group_running(proc.pid):
+        if time.monotonic() > end:
+            os.write(2, f"worker_runtime: process group {proc.pid} outlived SIGKILL\n".encode())
+            return
+        time.sleep(0.002)
+
+
+def _group_running(pgid: int) -> bool:
+    """True while a process of group ``pgid`` is not yet dead (zombies count as dead).
+
+    SIGKILL takes effect asynchronously; members reparented away from us cannot be
+    waited for, so /proc is the only place to see that they are gone.
+    """
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return False
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        state, _ppid, group = stat[stat.rindex(b")") + 2 :].split(maxsplit=3)[:3]
+        if int(group) == pgid and state not in (b"Z", b"X"):
+            return True
+    return False
