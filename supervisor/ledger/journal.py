@@ -188,14 +188,16 @@ class SqliteJournal:
 
     def _abandon(self) -> None:
         self._depth = 0
-        if self._conn.in_transaction:
-            # The ledger is poisoned either way; reopening the journal recovers.
-            with contextlib.suppress(sqlite3.Error):
+        # The ledger is poisoned either way; reopening the journal recovers.
+        with contextlib.suppress(sqlite3.Error):
+            if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
 
     # -- reading ----------------------------------------------------------------------
 
     def events(self) -> Iterator[AuditEvent]:
+        # Plain loops, not ``yield from``: closing an abandoned generator must not touch a
+        # cursor whose connection may already be closed.
         for row in self._conn.execute("SELECT * FROM events ORDER BY seq"):
             yield _event(row)
 
@@ -205,7 +207,9 @@ class SqliteJournal:
 
     def terminals(self) -> Iterator[tuple[int, int, str, bytes | None]]:
         """``(seq, op_id, kind, body)`` for every terminal event, in chain order."""
-        yield from self._conn.execute("SELECT seq, op_id, kind, body FROM results ORDER BY seq")
+        cursor = self._conn.execute("SELECT seq, op_id, kind, body FROM results ORDER BY seq")
+        for row in cursor:  # noqa: UP028 (see events(): no yield from a cursor)
+            yield row
 
     def record(self, op_id: int) -> OpRecord | None:
         row = self._conn.execute("SELECT * FROM operations WHERE op_id=?", (op_id,)).fetchone()
