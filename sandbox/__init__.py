@@ -46,7 +46,8 @@ The pieces:
 - `Spawner`: the thread sandboxes are forked from. ``PR_SET_PDEATHSIG`` follows the parent
   *thread*; ``trio.lowlevel.open_process`` forks from trio's thread cache, whose threads
   exit after 10 s idle and take the sandbox with them. Use `Spawner.spawn_async` instead.
-  `spawn` forks from the calling thread (synchronous code that waits on the same thread).
+  ``sandbox.spawn.spawn`` forks from the calling thread (for synchronous code that waits
+  on the same thread).
 - `Sandbox` (the handle): ``kill(reason)`` (cgroup kill, else the pid namespace's init;
   SIGCONT before SIGKILL), ``wait``/``wait_async``/``poll`` on a pidfd, ``termination``
   (`Termination`: reason ``exited``/``signal``/``timeout``/``cpu``/``memory``/``pids``/
@@ -76,7 +77,7 @@ if TYPE_CHECKING:
     from .probe import ProbeReport
     from .pyworker import python_command, worker_command
     from .runner import RunResult, run
-    from .spawner import Spawner, spawn
+    from .spawn import Spawner
     from .termination import Termination
 
 __all__ = [
@@ -97,7 +98,6 @@ __all__ = [
     "prepare_launch",
     "python_command",
     "run",
-    "spawn",
     "worker_command",
 ]
 
@@ -113,8 +113,7 @@ _LAZY = {
     "worker_command": "pyworker",
     "RunResult": "runner",
     "run": "runner",
-    "Spawner": "spawner",
-    "spawn": "spawner",
+    "Spawner": "spawn",
     "Termination": "termination",
 }
 

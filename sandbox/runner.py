@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .handle import Sandbox
 from .launch import Command, prepare_launch
 from .policy import MiB, SandboxPolicy
-from .spawner import spawn
+from .spawn import spawn
 from .termination import Termination
 
 #: After bwrap exits, how long the pipes may take to reach EOF before we stop reading.
