@@ -56,7 +56,7 @@ from supervisor.ledger.errors import (
     UnknownTool,
 )
 from supervisor.ledger.keys import SessionNonce
-from supervisor.ledger.policy import RetryClass, StreamPolicy, ToolPolicy
+from supervisor.ledger.policy import RetryClass, StreamPolicy, ToolPolicy, check_id
 from supervisor.ledger.records import OpRecord, operation_digest, result_digest
 from supervisor.ledger.types import (
     MAX_MESSAGE_BYTES,
@@ -236,8 +236,20 @@ class Ledger:
 
     # -- the lifecycle ----------------------------------------------------------------
 
-    def start(self, tool: str, value: Any) -> int:
-        """Reserve an operation (queued, attempt 0) and return its host-local id."""
+    def start(self, tool: str, value: Any, *, deadline: float | None = None,
+              idempotency_key: str | None = None) -> int:
+        """Reserve an operation (queued, attempt 0) and return its host-local id.
+
+        ``deadline``: seconds from now for this operation; the earlier of it and the
+        tool's policy deadline applies. ``idempotency_key``: the caller's own key (the
+        id grammar) instead of a fresh one, e.g. to retry an earlier operation's effect.
+        """
+        if deadline is not None and (type(deadline) not in (int, float)
+                                     or not math.isfinite(deadline) or deadline <= 0):
+            raise PolicyError(f"deadline must be a positive number of seconds or None, "
+                              f"got {deadline!r}")
+        if idempotency_key is not None:
+            check_id("idempotency_key", idempotency_key)
         entry = self._tools.get(tool)
         if entry is None:
             raise UnknownTool(f"tool {tool!r} is not registered")
@@ -260,11 +272,12 @@ class Ledger:
             self._check_usable()
         op_id = self._next_id
         wall = self._wall()
-        deadline = policy.deadline
+        if policy.deadline is not None:
+            deadline = policy.deadline if deadline is None else min(deadline, policy.deadline)
         deadline_wall = None if deadline is None else wall + deadline
         stream = policy.stream
         limits = None if stream is None else stream.as_tuple()
-        key = f"{self._key_prefix}-{op_id}"
+        key = idempotency_key or f"{self._key_prefix}-{op_id}"
         fmt, max_attempts, max_output = policy.format, policy.max_attempts, policy.max_output_bytes
         digest = operation_digest(op_id, tool, call_index, key, fmt, max_attempts, max_output,
                                   deadline_wall, limits, data)
@@ -531,6 +544,11 @@ class Ledger:
                     expired.append(op_id)
                 heapq.heappop(heap)
         return expired
+
+    def deadline(self, op_id: int) -> float | None:
+        """A pending operation's deadline on the ledger's clock (None: it has none).
+        A host arms its own watchdog at exactly this instant."""
+        return self._live_op(op_id).deadline_at
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of a pending operation, on the ledger's clock."""
