@@ -158,13 +158,15 @@ def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Arg
         kind = spec.lower() if spec in "aA" else spec
         if kind == "a":
             kind = "e"
-        fmt = ("#" if "#" in flags else "") + f".{p}{kind}"
+        alt = "#" in flags
         with decimal.localcontext(_DEC_CTX):
-            body = format(abs(v), fmt)
-            if kind in "gG" and "#" not in flags and "." in body and "e" not in body.lower():
-                body = body.rstrip("0").rstrip(".")
-        if kind in "eE":
-            body = _c_exponent(body)
+            if v == 0:
+                body = format(0.0, ("#" if alt else "") + f".{p}{kind}")
+            elif kind in "gG":
+                body = _general(abs(v), p, kind, alt)
+            else:
+                body = format(abs(v), ("#" if alt else "") + f".{p}{kind}")
+        body = _c_exponent(body)
         sign = (
             "-"
             if v < 0 or (v == 0 and str(v).startswith("-"))
@@ -195,6 +197,23 @@ def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Arg
             raise _Stop(out)
         return out
     return "%"
+
+
+def _general(v: decimal.Decimal, p: int, kind: str, alt: bool) -> str:
+    """C's ``%g``: ``%e`` or ``%f`` by the exponent, trailing zeros removed."""
+    p = p or 1
+    exp_form = format(v, f".{p - 1}e")
+    x = int(exp_form.lower().split("e")[1])
+    if -4 <= x < p:
+        body = format(v, f".{p - 1 - x}f")
+    else:
+        body = exp_form
+    if not alt:
+        mant, e, tail = body.lower().partition("e")
+        if "." in mant:
+            mant = mant.rstrip("0").rstrip(".")
+        body = mant + (e + tail if e else "")
+    return body.upper() if kind == "G" else body
 
 
 def _c_exponent(body: str) -> str:

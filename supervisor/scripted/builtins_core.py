@@ -219,7 +219,18 @@ def set_(sh: Interpreter, args: list[str]) -> int:
             on = a[0] == "-"
             for c in a[1:]:
                 attr = _SET_LETTERS.get(c)
-                if attr is not None:
+                if c == "o":
+                    i += 1
+                    if i >= len(args):
+                        _print_options(sh, on)
+                        return 0
+                    attr = _SET_NAMES.get(args[i])
+                    if attr is None and args[i] not in _SET_LISTED:
+                        sh.error(f"set: {args[i]}: invalid option name")
+                        return 2
+                    if attr is not None:
+                        setattr(sh, attr, on)
+                elif attr is not None:
                     setattr(sh, attr, on)
                 elif c not in "hBHmbvnkPT":
                     sh.error(f"set: {a[0]}{c}: invalid option")
@@ -458,14 +469,69 @@ def noop(sh: Interpreter, args: list[str]) -> int:
     return 0
 
 
+_SHOPT_NAMES = (
+    "autocd assoc_expand_once cdable_vars cdspell checkhash checkjobs checkwinsize cmdhist "
+    "compat31 compat32 compat40 compat41 compat42 compat43 compat44 complete_fullquote "
+    "direxpand dirspell dotglob execfail expand_aliases extdebug extglob extquote failglob "
+    "force_fignore globasciiranges globskipdots globstar gnu_errfmt histappend histreedit "
+    "histverify hostcomplete huponexit inherit_errexit interactive_comments lastpipe lithist "
+    "localvar_inherit localvar_unset login_shell mailwarn no_empty_cmd_completion nocaseglob "
+    "nocasematch noexpand_translation nullglob patsub_replacement progcomp progcomp_alias "
+    "promptvars restricted_shell shift_verbose sourcepath varredir_close xpg_echo"
+).split()
+_SHOPT_DEFAULT_ON = frozenset(
+    "checkwinsize cmdhist complete_fullquote extquote force_fignore globasciiranges "
+    "globskipdots hostcomplete interactive_comments patsub_replacement progcomp promptvars "
+    "sourcepath".split()
+)
+
+
 def shopt(sh: Interpreter, args: list[str]) -> int:
-    quiet = "-q" in args
-    names = [a for a in args if not a.startswith("-")]
-    if "-s" in args or "-u" in args:
-        return 0
-    if quiet:
-        return 1 if names else 0
-    return 0
+    """``shopt``: extglob and nocasematch change matching; the rest are remembered."""
+    from .patterns import EXTGLOB, NOCASE
+
+    mode = ""
+    quiet = False
+    names: list[str] = []
+    for a in args:
+        if a in ("-s", "-u", "-p", "-o"):
+            mode = a[1] if a != "-o" else mode
+        elif a == "-q":
+            quiet = True
+        else:
+            names.append(a)
+    on = sh.shopts | {n for n in _SHOPT_DEFAULT_ON if f"-{n}" not in sh.shopts}
+    status = 0
+    for name in names:
+        if name not in _SHOPT_NAMES:
+            sh.error(f"shopt: {name}: invalid shell option name")
+            status = 1
+    if mode in ("s", "u"):
+        for name in names:
+            if name in _SHOPT_NAMES:
+                if mode == "s":
+                    sh.shopts.add(name)
+                    sh.shopts.discard(f"-{name}")
+                else:
+                    sh.shopts.discard(name)
+                    sh.shopts.add(f"-{name}")
+        sh.pattern_flags = (EXTGLOB if "extglob" in sh.shopts else 0) | (
+            NOCASE if "nocasematch" in sh.shopts else 0
+        )
+        return status
+    listed = names or _SHOPT_NAMES
+    for name in listed:
+        if name not in _SHOPT_NAMES:
+            continue
+        state = name in on
+        if names and not state:
+            status = 1
+        if not quiet:
+            if mode == "p":
+                sh.out.write(f"shopt {'-s' if state else '-u'} {name}\n")
+            else:
+                sh.out.write(f"{name:<15}\t{'on' if state else 'off'}\n")
+    return status
 
 
 def caller(sh: Interpreter, args: list[str]) -> int:

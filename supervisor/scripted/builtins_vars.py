@@ -103,9 +103,9 @@ async def declare(sh: Interpreter, builtin: str, items: list[str | A.Assign]) ->
         operands = operands[1:]
     if builtin == "export":
         opts.add |= EXPORT
-        if opts.remove & NAMEREF:  # export -n: un-export
-            opts.remove = (opts.remove & ~NAMEREF) | EXPORT
-            opts.add &= ~EXPORT
+        if opts.add & NAMEREF:  # export -n: un-export
+            opts.add &= ~(NAMEREF | EXPORT)
+            opts.remove |= EXPORT
     elif builtin == "readonly":
         opts.add |= READONLY
     local = builtin == "local" or (
@@ -142,6 +142,8 @@ async def declare(sh: Interpreter, builtin: str, items: list[str | A.Assign]) ->
 
 async def _declare_assign(sh: Interpreter, a: A.Assign, opts: _Options, local: bool) -> None:
     name = a.name
+    if not _NAME_RE.match(name):
+        raise ShellError(f"`{a.text}': not a valid identifier")
     existing = sh.vars.get(name)
     if existing is not None and existing.attrs & READONLY and not local:
         raise ShellError(f"{name}: readonly variable")
@@ -258,8 +260,7 @@ def unset(sh: Interpreter, args: list[str]) -> int:
                 key: int | str = key_text if sh.is_assoc(base) else sh.arith_expr(key_text)
                 sh.unset_item(base, key)
             elif not _NAME_RE.match(name):
-                sh.error(f"unset: `{name}': not a valid identifier")
-                status = 1
+                sh.functions.pop(name, None)  # not a variable name: maybe a function
             elif name in sh.vars or "v" in mode:
                 if "n" not in mode:
                     v = sh.vars.get(name)

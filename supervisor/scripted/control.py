@@ -12,7 +12,7 @@ from .arithmetic import ArithError, compile_arith
 from .builtin_test import binary_test, unary_test
 from .errors import BreakLoop, ContinueLoop, FatalShellError, LimitExceeded, ShellError
 from .expansion import REGEX, Expander
-from .patterns import ere_regex, fnmatch
+from .patterns import EXTGLOB, NOCASE, ere_regex, fnmatch
 from .state import ARRAY, Var
 
 
@@ -96,6 +96,8 @@ class ControlMixin(Expander):
             items = list(self.positional)
         else:
             items = await self.expand_args(node.words)
+        if node.select:
+            return await self.run_select(node, items)
         status = 0
         self.loop_depth += 1
         name = node.var
@@ -103,6 +105,44 @@ class ControlMixin(Expander):
             for count, item in enumerate(items, 1):
                 self.count_iteration(count)
                 self.assign(name, item)
+                try:
+                    status = await self.run_seq(node.body)
+                except (BreakLoop, ContinueLoop) as exc:
+                    if _unwind(exc):
+                        status = 0
+                        break
+        finally:
+            self.loop_depth -= 1
+        self.status = status
+        return status
+
+    async def run_select(self, node: A.For, items: list[str]) -> int:
+        """``select``: the menu and prompt go to stderr, answers come from stdin."""
+        status = 0
+        count = 0
+        show_menu = True
+        self.loop_depth += 1
+        try:
+            while True:
+                count += 1
+                self.count_iteration(count)
+                if show_menu:
+                    for i, item in enumerate(items, 1):
+                        self.err.write(f"{i}) {item}\n")
+                self.err.write(self.get("PS3") or "#? ")
+                stream = self.stdin
+                if stream is None or stream.at_eof():
+                    self.out.write("\n")
+                    status = 1
+                    break
+                line, _ = stream.read_until("\n")
+                self.assign("REPLY", line)
+                show_menu = line.strip() == ""
+                if show_menu:
+                    continue
+                choice = line.strip()
+                ok = choice.isdigit() and 1 <= int(choice) <= len(items)
+                self.assign(node.var, items[int(choice) - 1] if ok else "")
                 try:
                     status = await self.run_seq(node.body)
                 except (BreakLoop, ContinueLoop) as exc:
@@ -166,7 +206,7 @@ class ControlMixin(Expander):
             item = items[i]
             if not matched:
                 for pat in item.patterns:
-                    if fnmatch(word, await self.expand_pattern(pat)):
+                    if fnmatch(word, await self.expand_pattern(pat), self.pattern_flags):
                         matched = True
                         break
             if matched:
@@ -231,7 +271,7 @@ class ControlMixin(Expander):
         left = await self.expand_string(e.left)
         if op in ("==", "=", "!="):
             pattern = await self.expand_pattern(e.right)
-            result = fnmatch(left, pattern)
+            result = fnmatch(left, pattern, self.pattern_flags | EXTGLOB)
             return not result if op == "!=" else result
         if op == "=~":
             return self.regex_match(left, await self.expand_pattern(e.right, REGEX))
@@ -240,7 +280,7 @@ class ControlMixin(Expander):
 
     def regex_match(self, text: str, ere: str) -> bool:
         try:
-            rx = ere_regex(ere)
+            rx = ere_regex(ere, bool(self.pattern_flags & NOCASE))
         except Exception:
             raise ShellError(f"[[: invalid regular expression `{ere}'", 2) from None
         m = rx.search(text)

@@ -13,10 +13,12 @@ import re
 
 from . import ast as A
 from .arithmetic import ArithError, compile_arith
-from .errors import AbortExecution, FatalShellError
+from .errors import AbortExecution, FatalShellError, unbound
 from .param_ops import (
+    attr_flags,
     convert_case,
     format_declare,
+    quote_double,
     quote_single,
     slice_items,
     substring,
@@ -119,6 +121,8 @@ class Expander(Variables):
     status: int
     last_bg: int | None
     opt_nounset: bool
+    #: EXTGLOB / NOCASE bits from ``shopt`` (``patterns`` flags)
+    pattern_flags: int
 
     async def command_substitution(self, program: A.Program) -> str:
         raise NotImplementedError
@@ -227,8 +231,10 @@ class Expander(Variables):
             expr = p.expr.literal  # type: ignore[union-attr]
             if expr is None:
                 return None
-            value = str(self.arith_expr(expr))
-            return [value] if value.isdigit() or value[1:].isdigit() else None
+            ifs = self.get("IFS")
+            if ifs is not None and ifs != " \t\n":
+                return None
+            return [str(self.arith_expr(expr))]
         if t is A.Param:
             v = self._fast_param(p)  # type: ignore[arg-type]
             if v is None:
@@ -349,7 +355,7 @@ class Expander(Variables):
                 return None, self.keys(name), index == "*"
             if ref is None:
                 if self.opt_nounset:
-                    raise FatalShellError(f"{name}: unbound variable", 127)
+                    raise unbound(name)
                 return None, None, False
             m = _REF_RE.match(ref)
             if m is not None:
@@ -410,10 +416,9 @@ class Expander(Variables):
                     self.assign(p.name, text)
                 self._emit(text, None, False, quoted, b)
                 return
-            raise FatalShellError(f"{p.name}: {text or 'parameter null or not set'}", 127)
+            raise FatalShellError(f"{p.name}: {text or 'parameter null or not set'}", 1, 127)
         if unset and self.opt_nounset and p.name not in ("@", "*") and not p.indirect:
-            label = p.name if p.index is None else p.text[2:-1]
-            raise FatalShellError(f"{label}: unbound variable", 127)
+            raise unbound(p.name if p.index is None else p.text[2:-1])
         if not op:
             self._emit(value, multi, star, quoted, b)
             return
@@ -425,22 +430,22 @@ class Expander(Variables):
             pattern = await self.expand_pattern(p.arg) if p.arg else ""
             fn = remove_prefix if op[0] == "#" else remove_suffix
             longest = len(op) == 2
-            out = [fn(x, pattern, longest) for x in items]
+            out = [fn(x, pattern, longest, self.pattern_flags) for x in items]
         elif op[0] == "/":
             pattern = await self.expand_pattern(p.arg) if p.arg else ""
             repl = await self._replacement(p.arg2)
-            out = [replace(x, pattern, repl, op) for x in items]
+            out = [replace(x, pattern, repl, op, self.pattern_flags) for x in items]
         elif op in ("^", "^^", ",", ",,"):
             pattern = await self.expand_pattern(p.arg) if p.arg and p.arg.parts else None
-            out = [convert_case(x, op, pattern) for x in items]
+            out = [convert_case(x, op, pattern, self.pattern_flags) for x in items]
         elif op == "@A":
-            out = [self._assignment_form(p.name, value)] if not unset else []
+            out = [self._assignment_form(p.name, value, multi is not None)]
             multi = None
         elif op == "@a":
             out = [self._attr_letters(p.name)]
             multi = None
         elif op == "@K":
-            out = [self._kv_form(p.name)]
+            out = [self._kv_form(p.name, value, multi is not None)]
             multi = None
         else:
             out = [transform(op, x) for x in items]
@@ -499,7 +504,7 @@ class Expander(Variables):
         else:
             value, _, _ = await self.param_value(A.Param(name, "", p.index))
             if value is None and self.opt_nounset:
-                raise FatalShellError(f"{name}: unbound variable", 127)
+                raise unbound(name)
             n = len(value or "")
         b.quoted(str(n)) if b.mode != FIELDS else b.expanded(str(n))
 
@@ -585,22 +590,29 @@ class Expander(Variables):
             flags += "x"
         return flags
 
-    def _assignment_form(self, name: str, value: str | None) -> str:
+    def _assignment_form(self, name: str, value: str | None, whole: bool) -> str:
+        """``${x@A}``: a scalar as ``x='v'`` (with ``declare -i`` etc. when it has
+        attributes); ``${a[@]@A}`` as ``declare -p`` prints it."""
         v = self.lookup(name)
         if v is None:
             return ""
-        text = format_declare(name, v)
-        if text.startswith("declare -- "):
-            return text[len("declare -- ") :]
-        return text
+        if whole and type(v.value) is dict:
+            return format_declare(name, v)
+        flags = attr_flags(v)
+        if value is None:
+            return f"declare {flags} {name}" if flags != "--" else ""
+        text = f"{name}={quote_single(value)}"
+        return text if flags == "--" else f"declare {flags} {text}"
 
-    def _kv_form(self, name: str) -> str:
+    def _kv_form(self, name: str, value: str | None, whole: bool) -> str:
         v = self.lookup(name)
         if v is None:
             return ""
-        if type(v.value) is dict:
-            return " ".join(f"{k} {quote_single(x)}" for k, x in v.value.items())
-        return quote_single(v.value or "")
+        val = v.value
+        if whole and type(val) is dict:
+            items = val.items() if v.attrs & ASSOC else sorted(val.items())  # type: ignore[union-attr]
+            return " ".join(f"{k} {quote_double(x)}" for k, x in items)
+        return quote_single(value or "")
 
 
 def _only_at(p: A.DQ) -> bool:

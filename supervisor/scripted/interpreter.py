@@ -150,6 +150,8 @@ class Interpreter(ControlMixin, Expander):
         self.opt_noglob = False
         self.opt_noclobber = False
         self.opt_allexport = False
+        self.pattern_flags = 0
+        self.shopts: set[str] = set()
         self.errexit_suppressed = 0
         self.loop_depth = 0
         self.func_depth = 0
@@ -157,7 +159,6 @@ class Interpreter(ControlMixin, Expander):
         self.subshell_depth = 0
         self.cmdsub_status = 0
         self.traps: dict[str, str] = {}
-        self.funcnames: list[str] = []
         self.getopts_pos = 0
         self.getopts_ind: int | None = None
         self.shell_id = next(_shell_ids)
@@ -191,11 +192,11 @@ class Interpreter(ControlMixin, Expander):
 
     async def run_program(self, program: A.Program) -> int:
         """Run a whole script: ``exit`` and fatal errors end it with their status."""
-        status = await self.run_to_exit(program.body)
+        status = await self.run_to_exit(program.body, top=True)
         self.status = status
         return await self.run_exit_trap(status)
 
-    async def run_to_exit(self, node: A.Node) -> int:
+    async def run_to_exit(self, node: A.Node, top: bool = False) -> int:
         """Run a (sub)shell's code; ``exit``, fatal errors and stray break/continue/
         return end it with a status instead of propagating."""
         try:
@@ -204,7 +205,7 @@ class Interpreter(ControlMixin, Expander):
             return exc.status
         except FatalShellError as exc:
             self.error(exc.message)
-            return exc.status
+            return exc.top_status if top else exc.status
         except (BreakLoop, ContinueLoop):
             return self.status
         except ReturnFromFunction as exc:

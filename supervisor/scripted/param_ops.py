@@ -66,7 +66,7 @@ def quote_printf(value: str) -> str:
     return "".join(out)
 
 
-def convert_case(value: str, op: str, pattern: str | None) -> str:
+def convert_case(value: str, op: str, pattern: str | None, flags: int = 0) -> str:
     """``^ ^^ , ,,`` (first char / all chars), restricted to chars matching pattern."""
     if not value:
         return value
@@ -74,7 +74,7 @@ def convert_case(value: str, op: str, pattern: str | None) -> str:
     every = len(op) == 2
 
     def conv(c: str) -> str:
-        if pattern is not None and pattern != "" and not fnmatch(c, pattern):
+        if pattern is not None and pattern != "" and not fnmatch(c, pattern, flags):
             return c
         return c.upper() if upper else c.lower()
 

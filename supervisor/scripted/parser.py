@@ -217,9 +217,9 @@ class _Converter:
                 and not first.parts[0].quoted
             ):
                 raise self.error_at(
-                        f"syntax error near unexpected token `{first.literal}'",
-                        self.c(args[0].start_byte),
-                    )
+                    f"syntax error near unexpected token `{first.literal}'",
+                    self.c(args[0].start_byte),
+                )
         return A.SimpleCommand(tuple(assigns), tuple(words), tuple(redirs), line)
 
     def s_variable_assignment(self, node: Node) -> A.Node:
@@ -474,7 +474,7 @@ class _Converter:
         values = [
             ch for i, ch in enumerate(node.children) if node.field_name_for_child(i) == "value"
         ]
-        has_in = any(ch.type == "in" for ch in node.children)
+        has_in = any(ch.type == "in" or _empty_for_list(ch) for ch in node.children)
         words = (
             tuple(self.arg_word(s, e) for s, e in self.merged_ranges(values)) if has_in else None
         )
@@ -766,13 +766,24 @@ def _join_pipeline(head: A.Node, tail: list[A.Node]) -> A.Node:
     return A.Pipeline((head, *tail), False, (False,) * len(tail), head.line)
 
 
+def _empty_for_list(n: Node) -> bool:
+    """``for x in; do`` (an empty list): tree-sitter marks the ``in`` as an error."""
+    parent = n.parent
+    return (
+        n.type == "ERROR"
+        and parent is not None
+        and parent.type == "for_statement"
+        and [c.type for c in n.children] == ["in"]
+    )
+
+
 def _first_error(root: Node) -> Node | None:
     if not root.has_error:
         return None
     stack = [root]
     while stack:
         n = stack.pop()
-        if n.type == "ERROR" or n.is_missing:
+        if (n.type == "ERROR" or n.is_missing) and not _empty_for_list(n):
             return n
         stack.extend(reversed([ch for ch in n.children if ch.has_error or ch.is_missing]))
     return None
@@ -783,12 +794,97 @@ def parse(script: str, max_depth: int = 100, max_ops: int = 100_000) -> A.Progra
     return _parse_cached(script, max_depth, max_ops)
 
 
+def mask_expansions(script: str) -> str:
+    """The script with the inside of every ``${...}`` and ``$((...))`` blanked out
+    (same UTF-8 length, newlines kept) and every ``[`` command renamed. tree-sitter-bash
+    misparses some valid expansions (``${x:$i}``, ``${x: i*2}``) and ``[`` commands
+    (``[ -d / ]``, ``[ 1 -eq ]``); word interiors are lexed by ``word_parser`` from the
+    original text anyway, so when tree-sitter reports an error the script is parsed
+    again in this form."""
+    out = list(script)
+    n = len(script)
+    i = 0
+    quote = ""
+    while i < n:
+        c = script[i]
+        if c == "\\":
+            i += 2
+            continue
+        if quote == "'":
+            if c == "'":
+                quote = ""
+            i += 1
+            continue
+        if c == "'" and quote != '"':
+            quote = "'"
+        elif c == '"':
+            quote = "" if quote == '"' else '"'
+        elif c == "$" and script.startswith("{", i + 1):
+            end = _match_close(script, i + 2, "{", "}")
+            if end > 0:
+                _blank(out, script, i + 2, end)
+                i = end + 1
+                continue
+        elif (
+            c == "["
+            and not quote
+            and script[i + 1 : i + 2] in (" ", "\t")
+            and (i == 0 or script[i - 1] in " \t\n;&|(!{")
+        ):
+            out[i] = "_"  # `[` is a plain command to bash; tree-sitter parses it as a test
+        elif c == "$" and script.startswith("((", i + 1):
+            end = _match_close(script, i + 3, "(", ")")
+            if end > 0 and script.startswith(")", end + 1):
+                _blank(out, script, i + 3, end)
+                i = end + 2
+                continue
+        i += 1
+    return "".join(out)
+
+
+def _match_close(s: str, i: int, open_c: str, close_c: str) -> int:
+    depth = 1
+    quote = ""
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c == open_c:
+            depth += 1
+        elif c == close_c:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _blank(out: list[str], s: str, start: int, end: int) -> None:
+    """Blank ``s[start:end]``, keeping newlines and the UTF-8 length (byte offsets)."""
+    for k in range(start, end):
+        ch = s[k]
+        if ch != "\n":
+            out[k] = "_" * len(ch.encode("utf-8", "surrogatepass"))
+
+
 @lru_cache(maxsize=512)
 def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
     data = script.encode("utf-8", "surrogatepass")
     tree = _PARSER.parse(data)
-    conv = _Converter(script, data, tree.root_node, max_depth, max_ops)
     err = _first_error(tree.root_node)
+    if err is not None:
+        masked = mask_expansions(script)
+        if masked != script:
+            retry = _PARSER.parse(masked.encode("utf-8", "surrogatepass"))
+            if _first_error(retry.root_node) is None:
+                tree, err = retry, None
+    conv = _Converter(script, data, tree.root_node, max_depth, max_ops)
     if err is not None:
         raise conv.syntax_error(err)
     body = conv.sequence(list(tree.root_node.children))

@@ -26,15 +26,18 @@ _CLASSES = {
     "xdigit": "0-9A-Fa-f",
     "word": "a-zA-Z0-9_",
 }
+EXTGLOB = 1  # pattern flag: ?( ) *( ) +( ) @( ) !( ) (shopt extglob; always in [[ ]])
+NOCASE = 2  # pattern flag: shopt nocasematch
 _GLOB_SPECIAL = frozenset("*?[\\")
+_QUOTE_SPECIAL = frozenset("*?[\\()|&")
 _EXTGLOB = frozenset("?*+@!")
 
 
 def quote_pattern(text: str) -> str:
     """Escape ``text`` so that it matches itself as a pattern."""
-    if not any(c in _GLOB_SPECIAL or c in "()|" for c in text):
+    if not any(c in _QUOTE_SPECIAL for c in text):
         return text
-    return "".join("\\" + c if c in _GLOB_SPECIAL or c in "()|" else c for c in text)
+    return "".join("\\" + c if c in _QUOTE_SPECIAL else c for c in text)
 
 
 def has_glob(pattern: str) -> bool:
@@ -81,7 +84,7 @@ def _bracket(pat: str, i: int) -> tuple[str, int] | None:
     return None
 
 
-def _glob(pat: str, i: int, stop: str, lazy: bool) -> tuple[str, int]:
+def _glob(pat: str, i: int, stop: str, lazy: bool, ext: bool = True) -> tuple[str, int]:
     """Translate from ``i`` until an unnested char in ``stop``; returns (regex, index)."""
     out: list[str] = []
     n = len(pat)
@@ -90,11 +93,11 @@ def _glob(pat: str, i: int, stop: str, lazy: bool) -> tuple[str, int]:
         c = pat[i]
         if c in stop:
             break
-        if c in _EXTGLOB and i + 1 < n and pat[i + 1] == "(":
+        if ext and c in _EXTGLOB and i + 1 < n and pat[i + 1] == "(":
             alts: list[str] = []
             j = i + 2
             while True:
-                sub, j = _glob(pat, j, "|)", lazy)
+                sub, j = _glob(pat, j, "|)", lazy, ext)
                 alts.append(sub)
                 if j >= n:
                     break
@@ -113,7 +116,7 @@ def _glob(pat: str, i: int, stop: str, lazy: bool) -> tuple[str, int]:
                 elif c == "@":
                     out.append(f"(?:{body})")
                 else:
-                    rest, _ = _glob(pat, j, stop, lazy)
+                    rest, _ = _glob(pat, j, stop, lazy, ext)
                     out.append(f"(?:(?!(?:{body}){rest}\\Z).*?)")
                 i = j
                 continue
@@ -144,71 +147,77 @@ def _glob(pat: str, i: int, stop: str, lazy: bool) -> tuple[str, int]:
 
 
 @lru_cache(maxsize=1024)
-def glob_regex(pattern: str, lazy: bool = False) -> re.Pattern[str]:
+def glob_regex(pattern: str, lazy: bool = False, flags: int = 0) -> re.Pattern[str]:
     """The regex of a shell pattern (not anchored; callers choose match/fullmatch)."""
-    body, _ = _glob(pattern, 0, "", lazy)
-    return re.compile(body, re.DOTALL)
+    body, _ = _glob(pattern, 0, "", lazy, bool(flags & EXTGLOB))
+    return re.compile(body, re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
 
 
-def fnmatch(text: str, pattern: str) -> bool:
+def _plain(pattern: str, flags: int) -> bool:
+    return (
+        not has_glob(pattern) and not (flags & EXTGLOB and "(" in pattern) and not (flags & NOCASE)
+    )
+
+
+def fnmatch(text: str, pattern: str, flags: int = 0) -> bool:
     """Does the whole of ``text`` match the shell pattern?"""
-    if not has_glob(pattern) and "(" not in pattern:
+    if _plain(pattern, flags):
         return text == pattern
-    return glob_regex(pattern).fullmatch(text) is not None
+    return glob_regex(pattern, False, flags).fullmatch(text) is not None
 
 
 _EXACT_LIMIT = 1024  # strings up to this size get exhaustive (exact) matching
 
 
 @lru_cache(maxsize=512)
-def _suffix_regex(pattern: str, longest: bool) -> re.Pattern[str]:
-    body, _ = _glob(pattern, 0, "", False)
+def _suffix_regex(pattern: str, longest: bool, flags: int) -> re.Pattern[str]:
+    body, _ = _glob(pattern, 0, "", False, bool(flags & EXTGLOB))
     lead = ".*?" if longest else ".*"
     return re.compile(f"{lead}({body})\\Z", re.DOTALL)
 
 
-def remove_prefix(text: str, pattern: str, longest: bool) -> str:
+def remove_prefix(text: str, pattern: str, longest: bool, flags: int = 0) -> str:
     """``${x#pat}`` / ``${x##pat}``."""
     if not pattern:
         return text
-    if not has_glob(pattern) and "(" not in pattern:
+    if _plain(pattern, flags):
         return text[len(pattern) :] if text.startswith(pattern) else text
-    rx = glob_regex(pattern)
+    rx = glob_regex(pattern, False, flags)
     if len(text) <= _EXACT_LIMIT:
         ends = range(len(text), -1, -1) if longest else range(len(text) + 1)
         for end in ends:
             if rx.fullmatch(text, 0, end):
                 return text[end:]
         return text
-    m = glob_regex(pattern, lazy=not longest).match(text)
+    m = glob_regex(pattern, not longest, flags).match(text)
     return text if m is None else text[m.end() :]
 
 
-def remove_suffix(text: str, pattern: str, longest: bool) -> str:
+def remove_suffix(text: str, pattern: str, longest: bool, flags: int = 0) -> str:
     """``${x%pat}`` / ``${x%%pat}`` (exact at any size: the regex engine scans starts)."""
     if not pattern:
         return text
-    if not has_glob(pattern) and "(" not in pattern:
+    if _plain(pattern, flags):
         return text[: -len(pattern)] if text.endswith(pattern) else text
-    m = _suffix_regex(pattern, longest).match(text)
+    m = _suffix_regex(pattern, longest, flags).match(text)
     return text if m is None else text[: m.start(1)]
 
 
-def replace(text: str, pattern: str, repl: Callable[[str], str], mode: str) -> str:
+def replace(text: str, pattern: str, repl: Callable[[str], str], mode: str, flags: int = 0) -> str:
     """``${x/pat/rep}``: mode '/' first, '//' all, '/#' anchored start, '/%' anchored end."""
     if pattern == "" and mode in ("/", "//"):
         return text
     if mode == "/#":
-        rest = remove_prefix(text, pattern, True)
-        if rest == text and not glob_regex(pattern).fullmatch(""):
+        rest = remove_prefix(text, pattern, True, flags)
+        if rest == text and not glob_regex(pattern, False, flags).fullmatch(""):
             return text
         return repl(text[: len(text) - len(rest)]) + rest
     if mode == "/%":
-        m = _suffix_regex(pattern, True).match(text)
+        m = _suffix_regex(pattern, True, flags).match(text)
         if m is None:
             return text
         return text[: m.start(1)] + repl(text[m.start(1) :])
-    rx = glob_regex(pattern)
+    rx = glob_regex(pattern, False, flags)
     out: list[str] = []
     pos = 0
     n = len(text)
@@ -248,7 +257,7 @@ def _longest_at_or_after(rx: re.Pattern[str], text: str, pos: int) -> tuple[int,
 
 
 @lru_cache(maxsize=512)
-def ere_regex(ere: str) -> re.Pattern[str]:
+def ere_regex(ere: str, nocase: bool = False) -> re.Pattern[str]:
     """Translate a POSIX extended regular expression (glibc flavour) to Python."""
     out: list[str] = []
     i, n = 0, len(ere)
@@ -293,7 +302,7 @@ def ere_regex(ere: str) -> re.Pattern[str]:
         else:
             out.append(c)
         i += 1
-    return re.compile("".join(out), re.DOTALL)
+    return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if nocase else 0))
 
 
 def _bracket_ere(ere: str, i: int) -> tuple[str, int] | None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from itertools import count
 
 from .arithmetic import ArithEnv, ArithError, string_to_int, wrap
-from .errors import ShellError
+from .errors import ShellError, unbound
 
 READONLY = 1
 EXPORT = 2
@@ -61,6 +61,7 @@ class Variables(ArithEnv):
     gen: int
     positional: list[str]
     arith_depth: int
+    funcnames: list[str]
     start_time: float
     random_state: int
 
@@ -69,6 +70,7 @@ class Variables(ArithEnv):
         self.frames = []
         self.gen = next(_generations)
         self.positional = []
+        self.funcnames = []
         self.arith_depth = 0
         self.start_time = time.monotonic()
         self.random_state = 12345
@@ -94,7 +96,11 @@ class Variables(ArithEnv):
 
     def lookup(self, name: str) -> Var | None:
         v = self.vars.get(name)
-        if v is not None and v.attrs & NAMEREF and type(v.value) is str:
+        if v is None:
+            if name == "FUNCNAME" and self.funcnames:
+                return Var(dict(enumerate(reversed(self.funcnames))), ARRAY, self.gen)
+            return None
+        if v.attrs & NAMEREF and type(v.value) is str:
             return self.vars.get(v.value)
         return v
 
@@ -368,7 +374,7 @@ class Variables(ArithEnv):
         s = self.get(name)
         if s is None:
             if self.nounset_check(name):
-                raise ShellError(f"{name}: unbound variable")
+                raise unbound(name)
             return 0
         return self.arith_text(s)
 
@@ -417,7 +423,12 @@ def _epoch_real(sh: Variables) -> str:
     return f"{time.time():.6f}"
 
 
-_DYNAMIC: dict[str, Callable[[Variables], str]] = {
+def _funcname(sh: Variables) -> str | None:
+    return sh.funcnames[-1] if sh.funcnames else None
+
+
+_DYNAMIC: dict[str, Callable[[Variables], str | None]] = {
+    "FUNCNAME": _funcname,
     "RANDOM": _random,
     "SECONDS": _seconds,
     "EPOCHSECONDS": _epoch,

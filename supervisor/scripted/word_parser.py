@@ -329,7 +329,7 @@ class WordLexer:
             self.pos = pos + 2
             parts.append(self._brace_param(in_dq))
         elif nxt == "(":
-            if pos + 2 < end and src[pos + 2] == "(" and self.resolve(pos) is None:
+            if pos + 2 < end and src[pos + 2] == "(":
                 arith = self._arith(pos + 3, "))")
                 if arith is not None:
                     parts.append(arith)
@@ -528,7 +528,7 @@ class WordLexer:
                 arg = self._sub_word("/}", in_dq, pattern=True)
                 if src[self.pos] == "/":
                     self.pos += 1
-                    arg2 = self._sub_word("}", in_dq)
+                    arg2 = self._sub_word("}", in_dq, repl=True)
                 self.pos += 1
             else:
                 pattern = op[0] in "#%^,"
@@ -576,23 +576,27 @@ class WordLexer:
         arith: bool = False,
         pattern: bool = False,
         literal_sq: bool = False,
+        repl: bool = False,
     ) -> Word:
         start = self.pos
         if in_dq and not pattern:
-            parts = self._dq_like_parts(stop, literal_sq)
+            parts = self._dq_like_parts(stop, literal_sq, repl)
         else:
             parts = self._parts(stop=stop, brace_depth_stop=True)
         if self.pos >= self.end:
             raise ShellSyntaxError("unexpected EOF while looking for matching `}'")
         return make_word(parts, self.src[start : self.pos])
 
-    def _dq_like_parts(self, stop: str, literal_sq: bool) -> list[Part]:
+    def _dq_like_parts(self, stop: str, literal_sq: bool, repl: bool = False) -> list[Part]:
         """The operand of ``${x:-...}`` inside double quotes: quoted, but nested
-        double quotes still group and single quotes stay literal."""
+        double quotes still group and single quotes stay literal. For the replacement
+        of ``${x/p/r}`` (``repl``) plain text stays unquoted, so ``&`` keeps its meaning
+        and only a backslash quotes it."""
         src, end = self.src, self.end
         parts: list[Part] = []
         buf: list[str] = []
         depth = 0
+        plain_quoted = not repl
         while self.pos < end:
             c = src[self.pos]
             if c in stop and depth == 0:
@@ -604,7 +608,12 @@ class WordLexer:
             if c == "\\" and self.pos + 1 < end:
                 nxt = src[self.pos + 1]
                 self.pos += 2
-                if nxt in _DQ_ESCAPABLE or nxt == "}":
+                if repl and nxt in "&\\":
+                    if buf:
+                        parts.append(Lit("".join(buf), plain_quoted))
+                        buf.clear()
+                    parts.append(Lit(nxt, True))
+                elif nxt in _DQ_ESCAPABLE or nxt == "}":
                     if nxt != "\n":
                         buf.append(nxt)
                 else:
@@ -612,7 +621,7 @@ class WordLexer:
                 continue
             if c == '"':
                 if buf:
-                    parts.append(Lit("".join(buf), True))
+                    parts.append(Lit("".join(buf), plain_quoted))
                     buf.clear()
                 self.pos += 1
                 parts.extend(self._dq_parts())
@@ -626,7 +635,7 @@ class WordLexer:
                 continue
             if c in "$`":
                 if buf:
-                    parts.append(Lit("".join(buf), True))
+                    parts.append(Lit("".join(buf), plain_quoted))
                     buf.clear()
                 if c == "$":
                     self._dollar(parts, True)
@@ -636,7 +645,7 @@ class WordLexer:
             buf.append(c)
             self.pos += 1
         if buf:
-            parts.append(Lit("".join(buf), True))
+            parts.append(Lit("".join(buf), plain_quoted))
         return parts
 
     def _skip_to_brace(self) -> None:
