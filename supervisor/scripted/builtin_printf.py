@@ -204,10 +204,7 @@ def _general(v: decimal.Decimal, p: int, kind: str, alt: bool) -> str:
     p = p or 1
     exp_form = format(v, f".{p - 1}e")
     x = int(exp_form.lower().split("e")[1])
-    if -4 <= x < p:
-        body = format(v, f".{p - 1 - x}f")
-    else:
-        body = exp_form
+    body = format(v, f".{p - 1 - x}f") if -4 <= x < p else exp_form
     if not alt:
         mant, e, tail = body.lower().partition("e")
         if "." in mant:

@@ -469,20 +469,81 @@ def noop(sh: Interpreter, args: list[str]) -> int:
     return 0
 
 
-_SHOPT_NAMES = (
-    "autocd assoc_expand_once cdable_vars cdspell checkhash checkjobs checkwinsize cmdhist "
-    "compat31 compat32 compat40 compat41 compat42 compat43 compat44 complete_fullquote "
-    "direxpand dirspell dotglob execfail expand_aliases extdebug extglob extquote failglob "
-    "force_fignore globasciiranges globskipdots globstar gnu_errfmt histappend histreedit "
-    "histverify hostcomplete huponexit inherit_errexit interactive_comments lastpipe lithist "
-    "localvar_inherit localvar_unset login_shell mailwarn no_empty_cmd_completion nocaseglob "
-    "nocasematch noexpand_translation nullglob patsub_replacement progcomp progcomp_alias "
-    "promptvars restricted_shell shift_verbose sourcepath varredir_close xpg_echo"
-).split()
+_SHOPT_NAMES = [
+    "autocd",
+    "assoc_expand_once",
+    "cdable_vars",
+    "cdspell",
+    "checkhash",
+    "checkjobs",
+    "checkwinsize",
+    "cmdhist",
+    "compat31",
+    "compat32",
+    "compat40",
+    "compat41",
+    "compat42",
+    "compat43",
+    "compat44",
+    "complete_fullquote",
+    "direxpand",
+    "dirspell",
+    "dotglob",
+    "execfail",
+    "expand_aliases",
+    "extdebug",
+    "extglob",
+    "extquote",
+    "failglob",
+    "force_fignore",
+    "globasciiranges",
+    "globskipdots",
+    "globstar",
+    "gnu_errfmt",
+    "histappend",
+    "histreedit",
+    "histverify",
+    "hostcomplete",
+    "huponexit",
+    "inherit_errexit",
+    "interactive_comments",
+    "lastpipe",
+    "lithist",
+    "localvar_inherit",
+    "localvar_unset",
+    "login_shell",
+    "mailwarn",
+    "no_empty_cmd_completion",
+    "nocaseglob",
+    "nocasematch",
+    "noexpand_translation",
+    "nullglob",
+    "patsub_replacement",
+    "progcomp",
+    "progcomp_alias",
+    "promptvars",
+    "restricted_shell",
+    "shift_verbose",
+    "sourcepath",
+    "varredir_close",
+    "xpg_echo",
+]
 _SHOPT_DEFAULT_ON = frozenset(
-    "checkwinsize cmdhist complete_fullquote extquote force_fignore globasciiranges "
-    "globskipdots hostcomplete interactive_comments patsub_replacement progcomp promptvars "
-    "sourcepath".split()
+    [
+        "checkwinsize",
+        "cmdhist",
+        "complete_fullquote",
+        "extquote",
+        "force_fignore",
+        "globasciiranges",
+        "globskipdots",
+        "hostcomplete",
+        "interactive_comments",
+        "patsub_replacement",
+        "progcomp",
+        "promptvars",
+        "sourcepath",
+    ]
 )
 
 
