@@ -1,0 +1,88 @@
+"""The text tools of the logic-only shell: stdin-only commands as pure Python functions.
+
+``TEXT_COMMANDS`` maps each name (``jq grep sed awk sort uniq cut tr wc head tail seq
+expr`` and the extras ``tac rev nl paste fold``) to a ``Command``: ``(args, stdin) ->
+CommandResult``. None of them touches the filesystem, a process or the network; file
+operands are rejected with each tool's own wording (reference-bashkit.md 4.2), and every
+tool bounds its output (``common.MAX_OUTPUT_BYTES``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from supervisor.scripted.contract import Command, CommandResult
+
+from .common import OutputLimitError, limit_result
+from .cut import cut
+from .expr import expr
+from .extras import fold, nl, paste, rev, tac
+from .headtail import head, tail
+from .seq import seq
+from .sort import sort
+from .tr import tr
+from .uniq import uniq
+from .wc import wc
+
+TextTool = Callable[[list[str], "str | None"], CommandResult]
+
+_USAGE = {
+    "cut": "Usage: cut OPTION... [FILE]...",
+    "expr": "Usage: expr EXPRESSION",
+    "fold": "Usage: fold [OPTION]... [FILE]...",
+    "head": "Usage: head [OPTION]... [FILE]...",
+    "nl": "Usage: nl [OPTION]... [FILE]...",
+    "paste": "Usage: paste [OPTION]... [FILE]...",
+    "rev": "Usage: rev [options] [file ...]",
+    "seq": "Usage: seq [OPTION]... LAST\n  or:  seq [OPTION]... FIRST LAST\n"
+    "  or:  seq [OPTION]... FIRST INCREMENT LAST",
+    "sort": "Usage: sort [OPTION]... [FILE]...",
+    "tac": "Usage: tac [OPTION]... [FILE]...",
+    "tail": "Usage: tail [OPTION]... [FILE]...",
+    "tr": "Usage: tr [OPTION]... STRING1 [STRING2]",
+    "uniq": "Usage: uniq [OPTION]... [INPUT [OUTPUT]]",
+    "wc": "Usage: wc [OPTION]... [FILE]...",
+}
+
+
+def _guarded(name: str, tool: TextTool, limit_status: int) -> Command:
+    """The tool, plus ``--help``/``--version`` and the output cap turned into an error."""
+    usage = _USAGE.get(name, f"Usage: {name} [OPTION]...")
+
+    def run(args: list[str], stdin: str | None) -> CommandResult:
+        if args and args[0] == "--help":
+            return CommandResult(usage + "\n(sandvisor: reads standard input only)\n", "", 0)
+        if args and args[0] == "--version":
+            return CommandResult(f"{name} (sandvisor text tools)\n", "", 0)
+        try:
+            return tool(args, stdin)
+        except OutputLimitError:
+            return limit_result(name, limit_status)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = tool.__doc__
+    return run
+
+
+_TOOLS: dict[str, tuple[TextTool, int]] = {
+    "cut": (cut, 1),
+    "expr": (expr, 2),
+    "fold": (fold, 1),
+    "head": (head, 1),
+    "nl": (nl, 1),
+    "paste": (paste, 1),
+    "rev": (rev, 1),
+    "seq": (seq, 1),
+    "sort": (sort, 2),
+    "tac": (tac, 1),
+    "tail": (tail, 1),
+    "tr": (tr, 1),
+    "uniq": (uniq, 1),
+    "wc": (wc, 1),
+}
+
+TEXT_COMMANDS: dict[str, Command] = {
+    name: _guarded(name, tool, status) for name, (tool, status) in sorted(_TOOLS.items())
+}
+
+__all__ = ["TEXT_COMMANDS"]

@@ -1,0 +1,307 @@
+"""The cheap extras: ``tac``, ``rev``, ``nl``, ``paste`` and ``fold`` (stdin only)."""
+
+from __future__ import annotations
+
+import re
+
+from supervisor.scripted.contract import CommandResult
+
+from .common import (
+    Opt,
+    OptionSpec,
+    UsageError,
+    from_bytes,
+    reject_files,
+    split_lines,
+    to_bytes,
+    usage_result,
+)
+from .posix_regex import RegexError, compile_posix
+
+_TAC = OptionSpec(
+    [
+        Opt("b", "b", "before"),
+        Opt("r", "r", "regex"),
+        Opt("s", "s", "separator", arg=True),
+    ]
+)
+
+
+def tac(args: list[str], stdin: str | None) -> CommandResult:
+    """Records in reverse order; each keeps its separator, as GNU's (so an unterminated
+    last record runs into the next one)."""
+    try:
+        opts, operands = _TAC.parse(args)
+    except UsageError as err:
+        return usage_result("tac", err)
+    rejected = reject_files("tac", operands)
+    if rejected is not None:
+        return rejected
+    before = any(k == "b" for k, _ in opts)
+    regex = any(k == "r" for k, _ in opts)
+    sep = next((v for k, v in reversed(opts) if k == "s"), "\n")
+    text = stdin or ""
+    if not text:
+        return CommandResult("", "", 0)
+    if regex:
+        try:
+            pattern = compile_posix(sep, ere=False, dialect="grep")
+        except RegexError as exc:
+            return CommandResult("", f"tac: {exc}\n", 1)
+        bounds = [(m.start(), m.end()) for m in pattern.finditer(text) if m.end() > m.start()]
+    elif sep == "":
+        return CommandResult("", "tac: separator cannot be empty\n", 1)
+    else:
+        bounds = [(m.start(), m.end()) for m in re.finditer(re.escape(sep), text)]
+    records: list[str] = []
+    pos = 0
+    for start, end in bounds:
+        if before:
+            records.append(text[pos:start])
+            pos = start
+        else:
+            records.append(text[pos:end])
+            pos = end
+    if pos < len(text):
+        records.append(text[pos:])
+    if before and records and records[0] == "":
+        records.pop(0)
+    return CommandResult("".join(reversed(records)), "", 0)
+
+
+def rev(args: list[str], stdin: str | None) -> CommandResult:
+    """Each line's characters reversed (util-linux ``rev``: multi-byte aware)."""
+    operands = [a for a in args if not a.startswith("-") or a == "-"]
+    rejected = reject_files("rev", operands)
+    if rejected is not None:
+        return rejected
+    lines, terminated = split_lines(stdin)
+    out = "\n".join(line[::-1] for line in lines)
+    if lines and terminated:
+        out += "\n"
+    return CommandResult(out, "", 0)
+
+
+_NL = OptionSpec(
+    [
+        Opt("b", "b", "body-numbering", arg=True),
+        Opt("d", "d", "section-delimiter", arg=True),
+        Opt("f", "f", "footer-numbering", arg=True),
+        Opt("h", "h", "header-numbering", arg=True),
+        Opt("i", "i", "line-increment", arg=True),
+        Opt("l", "l", "join-blank-lines", arg=True),
+        Opt("n", "n", "number-format", arg=True),
+        Opt("p", "p", "no-renumber"),
+        Opt("s", "s", "number-separator", arg=True),
+        Opt("v", "v", "starting-line-number", arg=True),
+        Opt("w", "w", "number-width", arg=True),
+    ]
+)
+
+
+def _int(value: str, what: str) -> int:
+    if re.fullmatch(r"[+-]?\d+", value.strip()) is None:
+        raise UsageError(f"invalid {what}: ‘{value}’")
+    return int(value)
+
+
+def nl(args: list[str], stdin: str | None) -> CommandResult:
+    """Number the lines (body section only; logical-page delimiters are text)."""
+    try:
+        opts, operands = _NL.parse(args)
+        style = "t"
+        fmt = "rn"
+        width = 6
+        sep = "\t"
+        number = 1
+        incr = 1
+        for key, value in opts:
+            if key == "b":
+                if value not in ("a", "t", "n") and not value.startswith("p"):
+                    raise UsageError(f"invalid body numbering style: ‘{value}’")
+                style = value
+            elif key == "n":
+                if value not in ("ln", "rn", "rz"):
+                    raise UsageError(f"invalid line numbering format: ‘{value}’")
+                fmt = value
+            elif key == "w":
+                width = _int(value, "line number field width")
+                if width < 1:
+                    raise UsageError(f"invalid line number field width: ‘{value}’")
+            elif key == "s":
+                sep = value
+            elif key == "v":
+                number = _int(value, "starting line number")
+            elif key == "i":
+                incr = _int(value, "line number increment")
+        pattern = None
+        if style.startswith("p"):
+            pattern = compile_posix(style[1:], ere=False, dialect="grep")
+    except UsageError as err:
+        return usage_result("nl", err)
+    except RegexError as exc:
+        return CommandResult("", f"nl: {exc}\n", 1)
+    rejected = reject_files("nl", operands)
+    if rejected is not None:
+        return rejected
+    lines, _ = split_lines(stdin)
+    out: list[str] = []
+    blank = " " * (width + len(sep))
+    for line in lines:
+        if (
+            style == "a"
+            or (style == "t" and line)
+            or (pattern is not None and pattern.search(line))
+        ):
+            if fmt == "ln":
+                label = f"{number:<{width}d}"
+            elif fmt == "rz":
+                label = f"{number:0{width}d}"
+            else:
+                label = f"{number:>{width}d}"
+            out.append(f"{label}{sep}{line}\n")
+            number += incr
+        else:
+            out.append(f"{blank}{line}\n" if line else blank + "\n")
+    return CommandResult("".join(out), "", 0)
+
+
+_PASTE = OptionSpec(
+    [
+        Opt("d", "d", "delimiters", arg=True),
+        Opt("s", "s", "serial"),
+        Opt("z", "z", "zero-terminated"),
+    ]
+)
+
+
+def _delimiters(text: str) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            out.append({"n": "\n", "t": "\t", "\\": "\\", "0": "", "b": "\b", "f": "\f",
+                        "r": "\r", "v": "\v"}.get(nxt, nxt))  # fmt: skip
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return out
+
+
+def paste(args: list[str], stdin: str | None) -> CommandResult:
+    """Join lines: ``-s`` all of stdin into one line, ``- -`` stdin lines side by side."""
+    try:
+        opts, operands = _PASTE.parse(args)
+    except UsageError as err:
+        return usage_result("paste", err)
+    rejected = reject_files("paste", operands)
+    if rejected is not None:
+        return rejected
+    serial = any(k == "s" for k, _ in opts)
+    eol = "\0" if any(k == "z" for k, _ in opts) else "\n"
+    delims = _delimiters(next((v for k, v in reversed(opts) if k == "d"), "\t"))
+    if not delims:
+        delims = [""]
+    lines, _ = split_lines(stdin, eol)
+    columns = max(len(operands), 1)
+    if serial:
+        # ``paste -s - -``: the first ``-`` takes all of stdin, the others are empty.
+        out = []
+        for i in range(columns):
+            row = lines if i == 0 else []
+            joined = "".join(
+                (delims[(j - 1) % len(delims)] if j else "") + line for j, line in enumerate(row)
+            )
+            out.append(joined + eol)
+        return CommandResult("".join(out), "", 0)
+    out_lines: list[str] = []
+    for start in range(0, len(lines), columns):
+        chunk = lines[start : start + columns]
+        chunk += [""] * (columns - len(chunk))
+        joined = chunk[0]
+        for j, cell in enumerate(chunk[1:]):
+            joined += delims[j % len(delims)] + cell
+        out_lines.append(joined + eol)
+    return CommandResult("".join(out_lines), "", 0)
+
+
+_FOLD = OptionSpec(
+    [
+        Opt("b", "b", "bytes"),
+        Opt("s", "s", "spaces"),
+        Opt("w", "w", "width", arg=True),
+    ]
+)
+
+
+def fold(args: list[str], stdin: str | None) -> CommandResult:
+    """Wrap lines at a width (GNU counts bytes as columns, tabs to the next 8)."""
+    argv = [f"-w{a[1:]}" if re.fullmatch(r"-\d+", a) else a for a in args]
+    try:
+        opts, operands = _FOLD.parse(argv)
+        width = 80
+        for key, value in opts:
+            if key == "w":
+                if not value.strip().isdigit() or int(value) < 1:
+                    raise UsageError(f"invalid number of columns: ‘{value}’")
+                width = int(value)
+    except UsageError as err:
+        return usage_result("fold", err)
+    rejected = reject_files("fold", operands)
+    if rejected is not None:
+        return rejected
+    by_bytes = any(k == "b" for k, _ in opts)
+    spaces = any(k == "s" for k, _ in opts)
+    data = to_bytes(stdin or "")
+    out = bytearray()
+    for raw in data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n"):
+        out += _fold_line(raw, width, by_bytes, spaces)
+        out += b"\n"
+    if data and not data.endswith(b"\n"):
+        out = out[:-1]
+    return CommandResult(from_bytes(bytes(out)), "", 0)
+
+
+def _column(col: int, byte: int, by_bytes: bool) -> int:
+    if by_bytes:
+        return col + 1
+    if byte == 9:
+        return col + 8 - col % 8
+    if byte == 8:
+        return max(col - 1, 0)
+    if byte == 13:
+        return 0
+    return col + 1
+
+
+def _fold_line(line: bytes, width: int, by_bytes: bool, spaces: bool) -> bytes:
+    out = bytearray()
+    current = bytearray()
+    col = 0
+    for byte in line:
+        new_col = _column(col, byte, by_bytes)
+        if new_col > width and current:
+            if spaces:
+                cut = current.rfind(b" ")
+                if cut >= 0:
+                    out += current[: cut + 1] + b"\n"
+                    current = current[cut + 1 :]
+                    col = 0
+                    for b in current:
+                        col = _column(col, b, by_bytes)
+                    new_col = _column(col, byte, by_bytes)
+                    if new_col <= width:
+                        current.append(byte)
+                        col = new_col
+                        continue
+            out += current + b"\n"
+            current = bytearray()
+            col = 0
+            new_col = _column(0, byte, by_bytes)
+        current.append(byte)
+        col = new_col
+    out += current
+    return bytes(out)
