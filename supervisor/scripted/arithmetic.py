@@ -1,4 +1,4 @@
-"""Bash integer arithmetic, compiled once per expression text into Python closures.
+"""Bash integer arithmetic, compiled once per expression text into a Python function.
 
 Semantics follow bash 5.2: signed 64-bit wraparound, C division (truncation toward
 zero), ``**`` by modular exponentiation (a huge exponent cannot stall the host), shift
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
@@ -34,17 +34,23 @@ class ArithError(Exception):
 
 
 class ArithEnv(Protocol):
-    """What an expression needs from the shell: integer views of variables."""
+    """What an expression needs from the shell: integer views of variables.
+
+    ``vars`` maps names to objects with ``value``, ``num`` and ``numsrc``: generated
+    code reads ``num`` directly while ``numsrc is value`` (the cached integer of that
+    exact string), and calls ``arith_get`` otherwise."""
+
+    vars: Any
 
     def arith_get(self, name: str) -> int: ...
 
-    def arith_set(self, name: str, value: int) -> None: ...
+    def arith_set(self, name: str, value: int) -> int: ...
 
     def arith_get_item(self, name: str, key: str, index: Callable[[ArithEnv], int]) -> int: ...
 
     def arith_set_item(
         self, name: str, key: str, index: Callable[[ArithEnv], int], value: int
-    ) -> None: ...
+    ) -> int: ...
 
 
 Fn = Callable[[ArithEnv], int]
@@ -172,29 +178,14 @@ _PRECEDENCE = {
 _ASSIGN_OPS = frozenset({"=", "*=", "/=", "%=", "+=", "-=", "<<=", ">>=", "&=", "^=", "|="})
 
 
-class _LValue:
-    """A variable or array element that can be read and assigned."""
-
-    __slots__ = ("index", "key", "name")
-
-    def __init__(self, name: str, key: str | None = None, index: Fn | None = None) -> None:
-        self.name = name
-        self.key = key
-        self.index = index
-
-    def getter(self) -> Fn:
-        name, key, index = self.name, self.key, self.index
-        if index is None:
-            return lambda env: env.arith_get(name)
-        assert key is not None
-        return lambda env: env.arith_get_item(name, key, index)
-
-    def setter(self) -> Callable[[ArithEnv, int], None]:
-        name, key, index = self.name, self.key, self.index
-        if index is None:
-            return lambda env, v: env.arith_set(name, v)
-        assert key is not None
-        return lambda env, v: env.arith_set_item(name, key, index, v)
+# The parser builds a small tree of tuples; ``_gen`` turns it into the source of one
+# Python function (variable reads inlined, 64-bit wrap checks inlined), which is compiled
+# once per expression text. Node shapes:
+#   ("num", n) ("var", name) ("item", name, key_text, index_node)
+#   ("un", op, x) ("bin", op, a, b) ("and", a, b) ("or", a, b) ("if", c, a, b)
+#   ("set", op, lvalue, x) ("pre", delta, lvalue) ("post", delta, lvalue) ("seq", [x...])
+Node = tuple  # type: ignore[type-arg]
+_LVALUES = ("var", "item")
 
 
 class _Parser:
@@ -234,64 +225,39 @@ class _Parser:
         self.i += 1
 
     # comma < assignment < ternary < binary < unary < postfix < primary
-    def comma(self) -> Fn | _LValue:
+    def comma(self) -> Node:
         first = self.assignment()
         if self.peek() != ",":
             return first
-        fns = [_value(first)]
+        items = [first]
         while self.peek() == ",":
             self.i += 1
-            fns.append(_value(self.assignment()))
+            items.append(self.assignment())
+        return ("seq", items)
 
-        def run(env: ArithEnv) -> int:
-            v = 0
-            for f in fns:
-                v = f(env)
-            return v
-
-        return run
-
-    def assignment(self) -> Fn | _LValue:
+    def assignment(self) -> Node:
         left = self.ternary()
         op = self.peek()
         if op in _ASSIGN_OPS:
-            if not isinstance(left, _LValue):
-                tok = self.rest()
-                raise ArithError("attempted assignment to non-variable", tok)
+            if left[0] not in _LVALUES:
+                raise ArithError("attempted assignment to non-variable", self.rest())
             self.i += 1
-            right = _value(self.assignment())
-            setter = left.setter()
-            if op == "=":
-
-                def assign(env: ArithEnv) -> int:
-                    v = right(env)
-                    setter(env, v)
-                    return v
-
-                return assign
-            fn = _BINARY[op[:-1]]
-            getter = left.getter()
-
-            def update(env: ArithEnv) -> int:
-                v = fn(getter(env), right(env))
-                setter(env, v)
-                return v
-
-            return update
+            token = self.rest()
+            right = self.assignment()
+            return ("set", op, left, right, token)
         return left
 
-    def ternary(self) -> Fn | _LValue:
+    def ternary(self) -> Node:
         cond = self.binary(4)
         if self.peek() != "?":
             return cond
         self.i += 1
-        yes = _value(self.assignment())
+        yes = self.assignment()
         self.expect(":")
-        no = _value(self.assignment())
-        c = _value(cond)
-        return lambda env: yes(env) if c(env) else no(env)
+        no = self.assignment()
+        return ("if", cond, yes, no)
 
-    def binary(self, min_prec: int) -> Fn | _LValue:
+    def binary(self, min_prec: int) -> Node:
         left = self.unary()
         while True:
             op = self.peek()
@@ -300,81 +266,59 @@ class _Parser:
                 return left
             self.i += 1
             token = self.rest()
-            right = _value(self.binary(prec if op == "**" else prec + 1))
-            lf = _value(left)
+            right = self.binary(prec if op == "**" else prec + 1)
             if op == "&&":
-                left = _and(lf, right)
+                left = ("and", left, right)
             elif op == "||":
-                left = _or(lf, right)
-            elif op in ("/", "%", "**"):
-                left = _checked(_BINARY[op], lf, right, token)
+                left = ("or", left, right)
             else:
-                left = _binop(_BINARY[op], lf, right)  # type: ignore[index]
+                left = ("bin", op, left, right, token)
 
-    def unary(self) -> Fn | _LValue:
+    def unary(self) -> Node:
         op = self.peek()
         if op in ("++", "--"):
             self.i += 1
             target = self.unary()
-            if not isinstance(target, _LValue):
+            if target[0] not in _LVALUES:
                 raise ArithError("syntax error: operand expected", self.rest() or None)
-            getter, setter = target.getter(), target.setter()
-            delta = 1 if op == "++" else -1
-
-            def pre(env: ArithEnv) -> int:
-                v = wrap(getter(env) + delta)
-                setter(env, v)
-                return v
-
-            return pre
+            return ("pre", 1 if op == "++" else -1, target)
         if op in ("-", "+", "!", "~"):
             self.i += 1
-            inner = _value(self.unary())
-            if op == "-":
-                return lambda env: wrap(-inner(env))
-            if op == "+":
-                return inner
-            if op == "!":
-                return lambda env: int(not inner(env))
-            return lambda env: ~inner(env)
+            self.depth += 1
+            if self.depth > _MAX_NESTING:
+                raise ArithError("expression recursion level exceeded", self.rest() or None)
+            inner = self.unary()
+            self.depth -= 1
+            return inner if op == "+" else ("un", op, inner)
         return self.postfix()
 
-    def postfix(self) -> Fn | _LValue:
+    def postfix(self) -> Node:
         operand = self.primary()
         op = self.peek()
-        if op in ("++", "--") and isinstance(operand, _LValue):
+        if op in ("++", "--") and operand[0] in _LVALUES:
             self.i += 1
-            getter, setter = operand.getter(), operand.setter()
-            delta = 1 if op == "++" else -1
-
-            def post(env: ArithEnv) -> int:
-                v = getter(env)
-                setter(env, wrap(v + delta))
-                return v
-
-            return post
+            return ("post", 1 if op == "++" else -1, operand)
         return operand
 
-    def primary(self) -> Fn | _LValue:
+    def primary(self) -> Node:
         if self.i >= len(self.tokens):
             raise ArithError("syntax error: operand expected", self.rest() or None)
         kind, value, offset = self.tokens[self.i]
         if kind == "num":
             self.i += 1
-            n = parse_number(value)
-            return lambda env: n
+            return ("num", parse_number(value))
         if kind == "name":
             self.i += 1
             if self.peek() == "[":
                 self.i += 1
                 start = self.tokens[self.i][2] if self.i < len(self.tokens) else len(self.text)
                 self.depth += 1
-                index = _value(self.comma())
+                index = self.comma()
                 self.depth -= 1
                 end = self.tokens[self.i][2] if self.i < len(self.tokens) else len(self.text)
                 self.expect("]")
-                return _LValue(value, self.text[start:end].strip(), index)
-            return _LValue(value)
+                return ("item", value, self.text[start:end].strip(), index)
+            return ("var", value)
         if value == "(":
             self.i += 1
             self.depth += 1
@@ -383,38 +327,115 @@ class _Parser:
             inner = self.comma()
             self.depth -= 1
             self.expect(")")
-            return _value(inner)
+            return inner
         raise ArithError("syntax error: operand expected", self.text[offset:].strip())
 
 
-def _value(node: Fn | _LValue) -> Fn:
-    return node.getter() if isinstance(node, _LValue) else node
+# ------------------------------------------------------------------ code generation
+
+_INLINE_OPS = {"+": "+", "-": "-", "*": "*"}
+_CMP_OPS = frozenset({"<", ">", "<=", ">=", "==", "!="})
+_BIT_OPS = frozenset({"&", "|", "^"})
 
 
-def _and(a: Fn, b: Fn) -> Fn:
-    return lambda env: 1 if a(env) and b(env) else 0
+class _Gen:
+    """Emits one Python expression per node; helpers live in ``_HELPERS``."""
+
+    def __init__(self) -> None:
+        self.consts: list[object] = []
+        self.uses_vars = False
+
+    def const(self, value: object) -> str:
+        self.consts.append(value)
+        return f"_k{len(self.consts) - 1}"
+
+    def wrapped(self, expr: str) -> str:
+        return f"(_t if {INT_MIN} <= (_t := {expr}) <= {INT_MAX} else _wrap(_t))"
+
+    def expr(self, n: Node) -> str:
+        kind = n[0]
+        if kind == "num":
+            return repr(n[1])
+        if kind == "var":
+            self.uses_vars = True
+            name = repr(n[1])
+            return (
+                f"(_v.num if (_v := _vars.get({name})) is not None and _v.numsrc is _v.value"
+                f" else env.arith_get({name}))"
+            )
+        if kind == "item":
+            index = self.func(n[3])
+            return f"env.arith_get_item({n[1]!r}, {n[2]!r}, {index})"
+        if kind == "un":
+            inner = self.expr(n[2])
+            if n[1] == "-":
+                return self.wrapped(f"-{inner}")
+            if n[1] == "!":
+                return f"(0 if {inner} else 1)"
+            return f"(~{inner})"
+        if kind == "bin":
+            op, a, b = n[1], self.expr(n[2]), self.expr(n[3])
+            if op in _INLINE_OPS:
+                return self.wrapped(f"({a} {op} {b})")
+            if op in _CMP_OPS:
+                return f"(1 if {a} {op} {b} else 0)"
+            if op in _BIT_OPS:
+                return f"({a} {op} {b})"
+            return f"_binop({op!r}, {a}, {b}, {n[4]!r})"
+        if kind == "and":
+            return f"(1 if {self.expr(n[1])} and {self.expr(n[2])} else 0)"
+        if kind == "or":
+            return f"(1 if {self.expr(n[1])} or {self.expr(n[2])} else 0)"
+        if kind == "if":
+            return f"({self.expr(n[2])} if {self.expr(n[1])} else {self.expr(n[3])})"
+        if kind == "seq":
+            parts = ", ".join(self.expr(x) for x in n[1])
+            return f"({parts})[-1]"
+        if kind == "set":
+            op, target, value = n[1], n[2], self.expr(n[3])
+            if op != "=":
+                value = f"_binop({op[:-1]!r}, {self.expr(target)}, {value}, {n[4]!r})"
+            return self.store(target, value)
+        if kind in ("pre", "post"):
+            target = n[2]
+            current = self.expr(target)
+            new = self.store(target, self.wrapped(f"({current} + {n[1]})"))
+            if kind == "pre":
+                return new
+            return f"((_o := {current}), {new}, _o)[2]"
+        raise ArithError("syntax error", None)  # pragma: no cover - parser never builds it
+
+    def store(self, target: Node, value: str) -> str:
+        if target[0] == "var":
+            return f"env.arith_set({target[1]!r}, {value})"
+        index = self.func(target[3])
+        return f"env.arith_set_item({target[1]!r}, {target[2]!r}, {index}, {value})"
+
+    def func(self, n: Node) -> str:
+        """A separately compiled function for an index expression (lazy evaluation)."""
+        return self.const(_compile_tree(n))
 
 
-def _or(a: Fn, b: Fn) -> Fn:
-    return lambda env: 1 if a(env) or b(env) else 0
+def _binop(op: str, a: int, b: int, token: str) -> int:
+    try:
+        return _BINARY[op](a, b)
+    except ArithError as exc:
+        exc.token = token
+        raise
 
 
-def _binop(fn: Callable[[int, int], int], a: Fn, b: Fn) -> Fn:
-    return lambda env: fn(a(env), b(env))
-
-
-def _checked(fn: Callable[[int, int], int], a: Fn, b: Fn, token: str) -> Fn:
-    """A binary operator that can fail: the error names the offending operand text."""
-
-    def run(env: ArithEnv) -> int:
-        x, y = a(env), b(env)
-        try:
-            return fn(x, y)
-        except ArithError as exc:
-            exc.token = token
-            raise
-
-    return run
+def _compile_tree(node: Node) -> Fn:
+    gen = _Gen()
+    body = gen.expr(node)
+    lines = ["def _f(env):"]
+    if gen.uses_vars:
+        lines.append("    _vars = env.vars")
+    lines.append(f"    return {body}")
+    namespace: dict[str, object] = {"_wrap": wrap, "_binop": _binop}
+    for i, value in enumerate(gen.consts):
+        namespace[f"_k{i}"] = value
+    exec(compile("\n".join(lines), "<arithmetic>", "exec"), namespace)
+    return namespace["_f"]  # type: ignore[return-value]
 
 
 _CACHE: dict[str, Fn] = {}
@@ -437,7 +458,10 @@ def compile_arith(text: str) -> Fn:
         node = p.comma()
         if p.i < len(p.tokens):
             raise ArithError("syntax error in expression", p.rest())
-        fn = _value(node)
+        try:
+            fn = _compile_tree(node)
+        except RecursionError:
+            raise ArithError("expression recursion level exceeded", text.strip()) from None
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.clear()
     _CACHE[text] = fn

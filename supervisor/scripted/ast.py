@@ -8,8 +8,9 @@ characters were quoted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 # ---------------------------------------------------------------------------- words
 
@@ -119,6 +120,8 @@ class Assign:
     append: bool = False
     array: tuple[ArrayItem, ...] | None = None
     text: str = ""
+    #: for ``name=$((literal expression))``: the compiled expression (a fast path)
+    arith: Callable[[Any], int] | None = None
 
 
 @dataclass(slots=True)

@@ -66,6 +66,8 @@ def unary_test(sh: Expander, op: str, arg: str) -> bool:
 
 
 def _int(text: str, cond: bool, sh: Expander) -> int:
+    if text.isdigit() and text.isascii():
+        return int(text)
     if cond:
         return sh.arith_expr(text)
     if not _INT_RE.match(text):
@@ -196,7 +198,29 @@ def builtin_test(sh: Interpreter, args: list[str]) -> int:
         return 2
 
 
+_FAST_INT = {
+    "-eq": int.__eq__,
+    "-ne": int.__ne__,
+    "-lt": int.__lt__,
+    "-le": int.__le__,
+    "-gt": int.__gt__,
+    "-ge": int.__ge__,
+}
+
+
 def builtin_bracket(sh: Interpreter, args: list[str]) -> int:
+    if len(args) == 4:  # the common `[ a -op b ]` on plain numbers, without the parser
+        cmp = _FAST_INT.get(args[1])
+        a, b = args[0], args[2]
+        if (
+            cmp is not None
+            and args[3] == "]"
+            and a.isdigit()
+            and b.isdigit()
+            and a.isascii()
+            and b.isascii()
+        ):
+            return 0 if cmp(int(a), int(b)) else 1
     if not args or args[-1] != "]":
         sh.error("[: missing `]'")
         return 2

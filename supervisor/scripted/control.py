@@ -77,7 +77,12 @@ class ControlMixin(Expander):
             while True:
                 count += 1
                 self.count_iteration(count)
-                if (await self.run_cond_seq(node.cond) == 0) == until:
+                self.errexit_suppressed += 1
+                try:
+                    ok = await self.run_seq(node.cond) == 0
+                finally:
+                    self.errexit_suppressed -= 1
+                if ok == until:
                     break
                 try:
                     status = await self.run_seq(node.body)

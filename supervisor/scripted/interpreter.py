@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.lowlevel
 
 from . import ast as A
+from .arithmetic import ArithError
 from .contract import CommandResult, CommandTable, ExecutionLimits
 from .control import ControlMixin
 from .errors import (
@@ -86,6 +87,7 @@ class ExecContext:
         "deadline",
         "jobs",
         "limits",
+        "max_commands",
         "request_deadline",
         "resolve",
         "stop_at",
@@ -109,6 +111,7 @@ class ExecContext:
         candidates = [t for t in (deadline, request_deadline) if t is not None]
         self.stop_at = min(candidates) if candidates else float("inf")
         self.command_count = 0
+        self.max_commands = limits.max_commands
         self.total_loops = 0
         self.jobs: JobTable | None = None
         resolve: dict[str, tuple[int, Any]] = {}
@@ -241,23 +244,45 @@ class Interpreter(ControlMixin, Expander):
             raise ExitShell(status)
 
     async def tick(self) -> None:
-        """Count a command against the limits; check the clock; yield now and then."""
+        """Count a command against the limits; check the clock; yield now and then
+        (``x_simple`` inlines the same steps)."""
         ctx = self.ctx
-        ctx.command_count += 1
-        n = ctx.command_count
-        if n > ctx.limits.max_commands:
-            raise LimitExceeded(f"maximum command count exceeded ({ctx.limits.max_commands})")
+        n = ctx.command_count = ctx.command_count + 1
+        if n > ctx.max_commands:
+            raise LimitExceeded(f"maximum command count exceeded ({ctx.max_commands})")
         if time.monotonic() >= ctx.stop_at:
             ctx.out_of_time()
-        if n & 255 == 0:
+        if not n & 255:
             await anyio.lowlevel.checkpoint()
 
     # ----------------------------------------------------------- simple commands
 
     async def x_simple(self, cmd: A.SimpleCommand) -> int:
-        await self.tick()
+        ctx = self.ctx
+        n = ctx.command_count = ctx.command_count + 1
+        if n > ctx.max_commands:
+            raise LimitExceeded(f"maximum command count exceeded ({ctx.max_commands})")
+        if time.monotonic() >= ctx.stop_at:
+            ctx.out_of_time()
+        if not n & 255:
+            await anyio.lowlevel.checkpoint()
         self.lineno = cmd.line
         if not cmd.words:
+            assigns = cmd.assigns
+            if len(assigns) == 1 and not cmd.redirs and not self.opt_allexport:
+                a = assigns[0]
+                fn = a.arith
+                if fn is not None:  # name=$((expr)): no expansion machinery needed
+                    try:
+                        self.arith_set(a.name, fn(self))
+                    except ArithError as exc:
+                        raise FatalShellError(
+                            exc.render(a.value.parts[0].expr.literal.strip()), 1
+                        ) from None  # type: ignore[union-attr]
+                    except ShellError as exc:
+                        raise FatalShellError(exc.message, exc.status) from None
+                    self.status = 0
+                    return 0
             status = await self.assignments_only(cmd.assigns, cmd.redirs)
             self.status = status
             self.check_errexit(status)

@@ -16,6 +16,7 @@ import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
 from . import ast as A
+from .arithmetic import ArithError, compile_arith
 from .errors import ParseLimitError, ShellSyntaxError
 from .word_parser import WordLexer, make_word
 
@@ -576,7 +577,15 @@ class _Converter:
             items = self.array_items(self.c(value_node.start_byte) + 1, end - 1)
             return A.Assign(name, None, index, append, items, text)
         value = self.word_range(start, end, assignment=True) if end > start else None
-        return A.Assign(name, value, index, append, None, text)
+        assign = A.Assign(name, value, index, append, None, text)
+        if value is not None and index is None and not append and len(value.parts) == 1:
+            part = value.parts[0]
+            if type(part) is A.ArithSub and part.expr.literal is not None:
+                try:
+                    assign.arith = compile_arith(part.expr.literal)
+                except ArithError:
+                    pass  # reported when it runs, like bash
+        return assign
 
     def array_items(self, start: int, end: int) -> tuple[A.ArrayItem, ...]:
         items: list[A.ArrayItem] = []

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from itertools import count
 
-from .arithmetic import ArithEnv, ArithError, string_to_int, wrap
+from .arithmetic import INT_MAX, ArithEnv, ArithError, string_to_int, wrap
 from .errors import ShellError, unbound
 
 READONLY = 1
@@ -34,14 +34,17 @@ Value = str | dict[int, str] | dict[str, str] | None
 
 class Var:
     """One variable. ``value`` is a str (scalar), a dict (array), or None (declared but
-    unset, e.g. ``local x``)."""
+    unset, e.g. ``local x``). ``num`` caches the integer of the string ``numsrc``; it is
+    valid only while ``numsrc is value`` (any new value invalidates it by identity)."""
 
-    __slots__ = ("attrs", "gen", "value")
+    __slots__ = ("attrs", "gen", "num", "numsrc", "value")
 
     def __init__(self, value: Value, attrs: int, gen: int) -> None:
         self.value = value
         self.attrs = attrs
         self.gen = gen
+        self.num = 0
+        self.numsrc: str | None = None
 
     def copy(self, gen: int) -> Var:
         v = self.value
@@ -313,6 +316,7 @@ class Variables(ArithEnv):
             v.value = {} if v.value is None else {"0": v.value}
         elif add & ARRAY and type(v.value) is not dict:
             v.value = {} if v.value is None else {0: v.value}
+        v.numsrc = None
         if add & LOWER:
             remove |= UPPER
         if add & UPPER:
@@ -367,8 +371,17 @@ class Variables(ArithEnv):
         if v is not None:
             val = v.value
             if type(val) is str:
-                if val.isdigit() and val.isascii() and (val[0] != "0" or len(val) == 1):
-                    return int(val)
+                if (
+                    val.isdigit()
+                    and val.isascii()
+                    and (val[0] != "0" or len(val) == 1)
+                    and not v.attrs & NAMEREF
+                ):
+                    n = int(val)
+                    if n <= INT_MAX:
+                        v.num = n
+                        v.numsrc = val
+                        return n
             elif val is None:
                 return 0
         s = self.get(name)
@@ -378,8 +391,16 @@ class Variables(ArithEnv):
             return 0
         return self.arith_text(s)
 
-    def arith_set(self, name: str, value: int) -> None:
-        self.assign(name, str(value))
+    def arith_set(self, name: str, value: int) -> int:
+        v = self.vars.get(name)
+        text = str(value)
+        if v is not None and v.gen == self.gen and not v.attrs & _IN_PLACE_BLOCKERS:
+            v.value = text
+            v.num = value
+            v.numsrc = text
+        else:
+            self.assign(name, text)
+        return value
 
     def arith_get_item(self, name: str, key: str, index: Callable[[ArithEnv], int]) -> int:
         s = self.get_item(name, key if self.is_assoc(name) else index(self))
@@ -387,11 +408,12 @@ class Variables(ArithEnv):
 
     def arith_set_item(
         self, name: str, key: str, index: Callable[[ArithEnv], int], value: int
-    ) -> None:
+    ) -> int:
         if self.is_assoc(name):
             self.assign_item(name, key, str(value))
         else:
             self.assign_item(name, index(self), str(value))
+        return value
 
     def nounset_check(self, name: str) -> bool:
         """Overridden by the interpreter: True when ``set -u`` is on."""
