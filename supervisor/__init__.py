@@ -7,11 +7,37 @@ the worker supervisor, and the reverse.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "Supervisor": "supervisor.supervisor",
+    "SupervisorError": "supervisor.supervisor",
+    "DuplicateOperation": "supervisor.supervisor",
+    "CallHandle": "supervisor.calls",
+    "Outcome": "supervisor.outcome",
+    "CallEvent": "supervisor.audit",
+    "AuditStream": "supervisor.audit",
+    "WorkerUnavailable": "supervisor.pool",
+}
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "AuditStream",
+    "CallEvent",
+    "CallHandle",
+    "DuplicateOperation",
+    "Outcome",
+    "Supervisor",
+    "SupervisorError",
+    "WorkerUnavailable",
+]
+assert sorted(__all__) == sorted(_LAZY)
+
+if TYPE_CHECKING:
+    from supervisor.audit import AuditStream, CallEvent
+    from supervisor.calls import CallHandle
+    from supervisor.outcome import Outcome
+    from supervisor.pool import WorkerUnavailable
+    from supervisor.supervisor import DuplicateOperation, Supervisor, SupervisorError
 
 
 def __getattr__(name: str) -> Any:

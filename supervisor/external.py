@@ -1,0 +1,162 @@
+"""External tools in scripts: a `Supervisor` call as a `ScriptedTool` callback.
+
+``st.add_tool("upper", "...", sup.tool_callback("text.upper", deadline=2.0))`` makes a
+sandboxed tool an ordinary command of a script. Its input is the command's stdin (text
+tools) or its parameters as a JSON object (json tools, with piped stdin under ``"stdin"``);
+its output is the result (json results as one compact line). Every other outcome becomes
+a `ToolFailure`: a one-line message on stderr and a distinct exit status, so a script can
+tell them apart (``|| case $? in 124) ...``):
+
+===============  ====  ===================================================
+outcome          exit  stderr
+===============  ====  ===================================================
+failed           1     ``<command>: <error>``
+timed_out        124   ``<command>: timed out (deadline <d> s)``
+indeterminate    125   ``<command>: outcome unknown (<kill reason>) ...``
+cancelled        130   ``<command>: cancelled``
+===============  ====  ===================================================
+
+The callback works from the supervisor's own trio run, or from another thread or event
+loop (``ScriptedTool.execute_sync``, asyncio): it then reaches the supervisor through its
+trio token, and a cancellation of the script becomes a cooperative cancel of the call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from supervisor.outcome import Outcome
+from supervisor.tools.context import current_call
+from supervisor.tools.definition import ToolFailure
+
+if TYPE_CHECKING:
+    from supervisor.supervisor import Supervisor
+
+EXIT_FAILED = 1
+EXIT_TIMED_OUT = 124
+EXIT_INDETERMINATE = 125
+EXIT_CANCELLED = 130
+
+Encoder = Callable[[dict[str, Any], "str | None"], Any]
+Decoder = Callable[[Any], str]
+ExternalCallback = Callable[[dict[str, Any], "str | None"], Awaitable[str]]
+
+
+def default_encoder(fmt: str) -> Encoder:
+    """stdin for a text tool; the parameters (plus ``stdin`` if piped) for a json tool."""
+
+    def encode_text(params: dict[str, Any], stdin: str | None) -> Any:
+        if params:
+            raise ToolFailure(f"takes its input on stdin, not flags ({sorted(params)})\n", 2)
+        return stdin or ""
+
+    def encode_json(params: dict[str, Any], stdin: str | None) -> Any:
+        value = dict(params)
+        if stdin is not None:
+            value.setdefault("stdin", stdin)
+        return value
+
+    return encode_json if fmt == "json" else encode_text
+
+
+def default_decoder(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def failure_of(tool: str, outcome: Outcome, deadline: float | None) -> ToolFailure:
+    """The `ToolFailure` (message and exit status) for an outcome other than completed."""
+    status = outcome.status
+    if status == "timed_out":
+        limit = f" (deadline {deadline:g} s)" if deadline is not None else ""
+        return ToolFailure(f"{tool}: timed out{limit}\n", EXIT_TIMED_OUT)
+    if status == "cancelled":
+        return ToolFailure(f"{tool}: cancelled\n", EXIT_CANCELLED)
+    if status == "indeterminate":
+        return ToolFailure(
+            f"{tool}: outcome unknown ({outcome.kill_reason}); the effect may or may not "
+            "have happened\n",
+            EXIT_INDETERMINATE,
+        )
+    error = (outcome.error or outcome.error_code or "failed").splitlines()[0]
+    return ToolFailure(f"{tool}: {error}\n", EXIT_FAILED)
+
+
+def make_callback(
+    supervisor: Supervisor,
+    tool: str,
+    *,
+    deadline: float | None,
+    encode: Encoder | None,
+    decode: Decoder | None,
+) -> ExternalCallback:
+    """The callback behind `Supervisor.tool_callback`."""
+    policy = supervisor.tools.get(tool)
+    if policy is None:
+        raise ValueError(f"the supervisor has no tool {tool!r}")
+    encoder = encode or default_encoder(policy.format)
+    decoder = decode or default_decoder
+    token = supervisor.trio_token
+
+    async def callback(params: dict[str, Any], stdin: str | None) -> str:
+        name = _command_name(tool)
+        try:
+            value = encoder(params, stdin)
+        except ToolFailure as failure:
+            raise ToolFailure(f"{name}: {failure.message}", failure.exit_code) from None
+        if _in_run(token):
+            outcome = await supervisor.invoke(tool, value, deadline=deadline)
+        else:
+            outcome = await _invoke_from_elsewhere(supervisor, token, tool, value, deadline)
+        if outcome.status != "completed":
+            raise failure_of(name, outcome, deadline)
+        return decoder(outcome.value)
+
+    return callback
+
+
+def _command_name(tool: str) -> str:
+    """The name the script called the tool by, if a tool registry is calling us."""
+    try:
+        return current_call().name
+    except Exception:
+        return tool
+
+
+def _in_run(token: trio.lowlevel.TrioToken) -> bool:
+    try:
+        return trio.lowlevel.current_trio_token() is token
+    except RuntimeError:
+        return False
+
+
+async def _invoke_from_elsewhere(
+    supervisor: Supervisor,
+    token: trio.lowlevel.TrioToken,
+    tool: str,
+    value: Any,
+    deadline: float | None,
+) -> Outcome:
+    """From another thread or event loop: start in the supervisor's run, wait in a thread;
+    if the waiting caller is cancelled, cancel the call and let it finish there."""
+    import anyio
+
+    handle = await anyio.to_thread.run_sync(
+        lambda: trio.from_thread.run(
+            lambda: supervisor.start(tool, value, deadline=deadline), trio_token=token
+        )
+    )
+    try:
+        return await anyio.to_thread.run_sync(
+            lambda: trio.from_thread.run(handle.outcome, trio_token=token),
+            abandon_on_cancel=True,
+        )
+    except BaseException:
+        if not handle.done:
+            trio.from_thread.run_sync(handle._scope.cancel, trio_token=token)
+        raise

@@ -1,0 +1,181 @@
+"""What the supervisor grants each tool, and how it learns which tools a worker serves.
+
+The host never imports adapter modules (they are untrusted): with ``adapters=`` it runs
+``python -m worker_runtime --describe`` once, in the same sandbox as the workers, and reads
+a strict, bounded JSON description of tool names, formats and cancellability from fd 4.
+Limits always come from the host (`ToolPolicy`), never from the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import msgspec
+import trio
+
+from supervisor.launch import Launcher, start_worker
+from supervisor.ledger import StreamPolicy, ToolPolicy
+from supervisor.session import Capture
+from worker_runtime.limits import MAX_LINE_BYTES
+from worker_runtime.messages import Grant, Id, StreamLimits
+
+#: Calls a tool may be started over a supervisor's life (its ledger's budget).
+UNLIMITED_CALLS = 2**62
+#: Defaults for described tools: a payload must fit in one frame with room to spare.
+DEFAULT_MAX_INPUT_BYTES = 512 * 1024
+DEFAULT_MAX_OUTPUT_BYTES = 512 * 1024
+DEFAULT_STREAM = StreamPolicy(
+    max_chunks=256, max_chunk_bytes=16 * 1024, max_total_bytes=256 * 1024,
+    max_emitted_bytes=256 * 1024,
+)  # fmt: skip
+#: Largest description accepted from a worker (untrusted input).
+MAX_DESCRIPTION_BYTES = 256 * 1024
+MAX_TOOLS = 1024
+
+
+class DescribeError(Exception):
+    """The worker's description could not be obtained or was not acceptable."""
+
+
+class ToolInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: Id
+    format: Literal["text", "json"]
+    cancellable: bool
+
+
+class Description(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    tools: list[ToolInfo]
+
+
+def default_policy(name: str, fmt: Literal["text", "json"]) -> ToolPolicy:
+    """The host's policy for a described tool nobody configured explicitly."""
+    return ToolPolicy(
+        name,
+        format=fmt,
+        max_calls=UNLIMITED_CALLS,
+        max_input_bytes=DEFAULT_MAX_INPUT_BYTES,
+        max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES,
+        stream=DEFAULT_STREAM,
+    )
+
+
+def merge_policies(
+    described: Iterable[ToolInfo] | None, explicit: Sequence[ToolPolicy]
+) -> dict[str, ToolPolicy]:
+    """Explicit policies win; described tools without one get `default_policy`.
+
+    A tool configured explicitly but not served, or served in another format, is refused
+    here (the worker would refuse the grant at ``open`` anyway, less clearly).
+    """
+    policies: dict[str, ToolPolicy] = {}
+    for policy in explicit:
+        if not isinstance(policy, ToolPolicy):
+            raise TypeError(f"tools must be ToolPolicy values, not {type(policy).__name__}")
+        if policy.name in policies:
+            raise ValueError(f"tool {policy.name!r} is configured twice")
+        policies[policy.name] = policy
+    if described is None:
+        return policies
+    served = {info.name: info for info in described}
+    for name, policy in policies.items():
+        info = served.get(name)
+        if info is None:
+            raise ValueError(f"tool {name!r} is configured but the adapters do not serve it")
+        if info.format != policy.format:
+            raise ValueError(
+                f"tool {name!r} is configured as {policy.format} but served as {info.format}"
+            )
+    for name, info in served.items():
+        if name not in policies:
+            policies[name] = default_policy(name, info.format)
+    return policies
+
+
+def grant_for(policy: ToolPolicy, max_calls: int) -> Grant:
+    """The per-session grant of a tool: the policy's limits, ``max_calls`` per session."""
+    stream = policy.stream
+    limits = None
+    if stream is not None:
+        limits = StreamLimits(
+            max_chunks=stream.max_chunks,
+            max_chunk_bytes=stream.max_chunk_bytes,
+            max_total_bytes=stream.max_total_bytes,
+        )
+    return Grant(
+        tool=policy.name,
+        format=policy.format,
+        max_calls=max_calls,
+        max_input_bytes=policy.max_input_bytes,
+        max_output_bytes=policy.max_output_bytes,
+        stream=limits,
+    )
+
+
+def parse_description(data: bytes) -> list[ToolInfo]:
+    """Strictly decode a worker's description (one JSON line)."""
+    if len(data) > MAX_DESCRIPTION_BYTES:
+        raise DescribeError(f"the description exceeds {MAX_DESCRIPTION_BYTES} bytes")
+    line, newline, rest = data.partition(b"\n")
+    if not newline or rest.strip():
+        raise DescribeError("the description must be exactly one JSON line")
+    try:
+        tools = msgspec.json.decode(line, type=Description).tools
+    except msgspec.DecodeError as exc:
+        raise DescribeError(f"the description is not valid: {exc}") from None
+    if len(tools) > MAX_TOOLS:
+        raise DescribeError(f"the worker describes more than {MAX_TOOLS} tools")
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise DescribeError("the description lists a tool twice")
+    return tools
+
+
+async def describe(launcher: Launcher, timeout: float) -> list[ToolInfo]:
+    """Run the describe command through ``launcher`` and parse what it writes to fd 4."""
+    spawned, (to_worker, *host_ends) = await start_worker(launcher)
+    os.close(to_worker)  # the describer reads nothing: EOF on its fd 3
+    reader, stdout, stderr = (trio.lowlevel.FdStream(fd) for fd in host_ends)
+    data = bytearray()
+    diagnostics = Capture(4096)
+    code: int | None = None
+    try:
+        with trio.move_on_after(timeout) as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_keep, stdout, Capture(0))
+                nursery.start_soon(_keep, stderr, diagnostics)
+                while chunk := await reader.receive_some(65536):
+                    data += chunk
+                    if len(data) > MAX_DESCRIPTION_BYTES:
+                        break
+                code = await spawned.wait()
+        if scope.cancelled_caught:
+            raise DescribeError(f"describing the adapters took longer than {timeout} s")
+        if code != 0:
+            detail = " | ".join(diagnostics.text().strip().splitlines()[-3:])
+            raise DescribeError(
+                f"describing the adapters failed (exit status {code})"
+                + (f": {detail}" if detail else "")
+            )
+        return parse_description(bytes(data))
+    finally:
+        with trio.CancelScope(shield=True):
+            spawned.kill("describe_done")
+            if code is None:
+                with trio.move_on_after(5):
+                    await spawned.wait()
+            for stream in (reader, stdout, stderr):
+                with contextlib.suppress(Exception):
+                    await stream.aclose()
+            await spawned.cleanup()
+
+
+async def _keep(stream: trio.abc.ReceiveStream, capture: Capture) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        while data := await stream.receive_some(65536):
+            capture.feed(data)
+
+
+assert MAX_DESCRIPTION_BYTES < MAX_LINE_BYTES

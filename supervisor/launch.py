@@ -1,0 +1,72 @@
+"""The narrow seam between a session and whatever starts its worker process.
+
+A session creates four pipes (protocol in and out, stdout, stderr), hands the child ends
+to a `Launcher`, and gets back a `SpawnedWorker`: the started worker whose protocol pipes
+are its fds 3 and 4, plus what it takes to kill the whole process tree, say how it ended,
+and prove that nothing survived. The `Supervisor` always satisfies this with
+`supervisor.sandboxed.SandboxLauncher` (bubblewrap): there is no unsandboxed launcher in
+the package, so there is nothing weaker to fall back to.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+
+class LaunchError(Exception):
+    """The worker could not be started; the message says why (and what is missing)."""
+
+
+class SpawnedWorker(Protocol):
+    """A started worker and the handle of what contains it."""
+
+    @property
+    def pid(self) -> int: ...
+
+    async def wait(self) -> int:
+        """The worker's exit status, once it has exited (negative: killed by signal)."""
+        ...
+
+    def kill(self, reason: str) -> None:
+        """Kill everything the worker started (idempotent, synchronous, fast)."""
+
+    def termination(self, *, deadline_fired: bool = False) -> str | None:
+        """After `wait`: the container's classification of the end (``exited``,
+        ``signal``, ``memory``, ``pids``, ``cpu``, ``timeout``), or None."""
+
+    def peak_memory(self) -> int | None:
+        """Peak memory of the whole worker in bytes, if the container measures it."""
+
+    def survivors(self) -> list[int]:
+        """Pids of the worker's processes still alive (empty once it is torn down)."""
+
+    async def cleanup(self) -> None:
+        """After `wait`: prove nothing survives and release what the container holds."""
+
+
+class Launcher(Protocol):
+    """Starts workers: ``fd_in`` becomes the child's fd 3, ``fd_out`` its fd 4, and
+    ``stdout``/``stderr`` its fds 1 and 2 (stdin is ``/dev/null``). The caller keeps
+    ownership of the fds it passes and closes them after `spawn` returns."""
+
+    async def spawn(self, fd_in: int, fd_out: int, stdout: int, stderr: int) -> SpawnedWorker: ...
+
+
+async def start_worker(launcher: Launcher) -> tuple[SpawnedWorker, tuple[int, int, int, int]]:
+    """Spawn through ``launcher`` with fresh pipes; returns the worker and the host's ends
+    (to its fd 3, from its fd 4, from its stdout, from its stderr), which the caller owns.
+    The child's ends are closed here, whatever happens."""
+    pipes = [os.pipe() for _ in range(4)]
+    child_ends = (pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1])
+    host_ends = (pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0])
+    try:
+        spawned = await launcher.spawn(*child_ends)
+    except BaseException:
+        for fd in host_ends:
+            os.close(fd)
+        raise
+    finally:
+        for fd in child_ends:
+            os.close(fd)
+    return spawned, host_ends

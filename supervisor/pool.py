@@ -1,0 +1,287 @@
+"""The pool: pre-warmed sessions, fair FIFO hand-out of call slots, replacement, retirement.
+
+Every session lives in the pool's nursery. A caller `acquire`s one call slot (a session
+with room for one more call in flight) and `release`s it when the call ended. Slots are
+handed to waiters strictly in arrival order; a waiter gives up at its deadline
+(`WorkerUnavailable`). A session that dies is dropped at once and replaced; one that used
+its call budget (``max_calls``, the grant's per-session budget) or nears the end of its
+lifetime is retired: it takes no new call and is closed gracefully once idle.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Callable
+
+import trio
+
+from supervisor.session import Session, SessionStartError
+
+log = logging.getLogger(__name__)
+
+#: Back-off after a session failed to start: doubles up to the maximum.
+START_BACKOFF = 0.05
+START_BACKOFF_MAX = 2.0
+
+
+class WorkerUnavailable(Exception):
+    """No worker could take the call in time (or workers fail to start); says why."""
+
+
+class _Waiter:
+    __slots__ = ("error", "event", "session")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.session: Session | None = None
+        self.error: str | None = None
+
+
+class Pool:
+    """Sessions made by ``factory``; between ``min_size`` and ``size`` of them alive."""
+
+    def __init__(
+        self,
+        factory: Callable[[Callable[[Session], None]], Session],
+        *,
+        size: int,
+        min_size: int,
+        max_in_flight: int,
+        max_calls: int,
+        retire_margin: float = 0.0,
+    ) -> None:
+        if not 0 <= min_size <= size or size < 1:
+            raise ValueError("pool sizes must satisfy 0 <= min_size <= size and size >= 1")
+        self._factory = factory
+        self.size = size
+        self.min_size = min_size
+        self.max_in_flight = max_in_flight
+        self.max_calls = max_calls
+        self.retire_margin = retire_margin
+        self._nursery: trio.Nursery | None = None
+        self._sessions: set[Session] = set()  # starting or alive, not retiring
+        self._starting = 0
+        self._retiring: set[Session] = set()
+        self._load: dict[Session, int] = {}  # slots held by callers
+        self._leases: dict[Session, int] = {}  # slots ever handed out
+        self._free: deque[Session] = deque()  # one entry per free slot (may be stale)
+        self._waiters: deque[_Waiter] = deque()
+        self._failures = 0
+        self._last_error: str | None = None
+        self._closing = False
+        self.started_sessions = 0
+        self.replaced_sessions = 0
+
+    # -- life -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[Pool] = trio.TASK_STATUS_IGNORED) -> None:
+        """Pre-warm ``min_size`` sessions (at least one must start), then keep the pool
+        until cancelled. Raises `SessionStartError` if the first sessions cannot start."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            if self.min_size:
+                async with trio.open_nursery() as warm:
+                    for _ in range(self.min_size):
+                        warm.start_soon(self._start_one, True)
+                if not self.alive:
+                    raise SessionStartError(self._last_error or "no session started")
+            task_status.started(self)
+            await trio.sleep_forever()
+
+    async def aclose(self) -> None:
+        """Refuse new calls, then close every session (gracefully where idle)."""
+        self._closing = True
+        self._fail_waiters("the supervisor is shutting down")
+        sessions = list(self._sessions | self._retiring)
+        async with trio.open_nursery() as nursery:
+            for session in sessions:
+                nursery.start_soon(session.close)
+
+    @property
+    def alive(self) -> int:
+        return sum(1 for s in self._sessions if s.usable)
+
+    @property
+    def sessions(self) -> tuple[Session, ...]:
+        return tuple(self._sessions | self._retiring)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    # -- slots ----------------------------------------------------------------------------
+
+    async def acquire(self, deadline: float = math.inf) -> Session:
+        """One call slot, in FIFO order; `WorkerUnavailable` at ``deadline``."""
+        if self._closing:
+            raise WorkerUnavailable("the supervisor is shutting down")
+        if not self._waiters:
+            session = self._take_free()
+            if session is not None:
+                return session
+        waiter = _Waiter()
+        self._waiters.append(waiter)
+        self._grow()
+        try:
+            with trio.move_on_at(deadline):
+                await waiter.event.wait()
+        except BaseException:
+            if waiter.session is not None:
+                self.release(waiter.session)
+            waiter.error = "gave up"
+            raise
+        if waiter.session is not None:
+            return waiter.session
+        waiter.error = waiter.error or "timed out"
+        if waiter.event.is_set():  # failed by the pool (start failures, shutdown)
+            raise WorkerUnavailable(waiter.error)
+        with _suppress_value_error():
+            self._waiters.remove(waiter)
+        raise WorkerUnavailable(
+            f"no worker became free in time ({len(self._waiters)} calls waiting, "
+            f"{self.alive} of {self.size} sessions alive)"
+            + (f"; last start failure: {self._last_error}" if self._last_error else "")
+        )
+
+    def release(self, session: Session) -> None:
+        """Give a slot back; retire or replace the session as needed."""
+        self._load[session] = self._load.get(session, 1) - 1
+        if session.dead or session in self._retiring:
+            self._maybe_close_retired(session)
+            return
+        if self._should_retire(session):
+            self._retire(session)
+            return
+        self._offer(session)
+
+    def retire(self, session: Session) -> None:
+        """Take a session out of rotation (e.g. it refused a call); closed once idle."""
+        if session in self._sessions:
+            self._retire(session)
+
+    def _take_free(self) -> Session | None:
+        free = self._free
+        while free:
+            session = free.popleft()
+            if session.usable and session in self._sessions:
+                self._lease(session)
+                return session
+        return None
+
+    def _lease(self, session: Session) -> None:
+        self._load[session] = self._load.get(session, 0) + 1
+        leases = self._leases[session] = self._leases.get(session, 0) + 1
+        if leases >= self.max_calls:
+            self._retire(session)
+
+    def _offer(self, session: Session) -> None:
+        """One free slot of ``session``: to the first live waiter, else to the free list."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if waiter.error is not None:
+                continue
+            waiter.session = session
+            self._lease(session)
+            waiter.event.set()
+            return
+        self._free.append(session)
+
+    def _should_retire(self, session: Session) -> bool:
+        if self._leases.get(session, 0) >= self.max_calls:
+            return True
+        return trio.current_time() >= session.expires_at - self.retire_margin
+
+    def _retire(self, session: Session) -> None:
+        self._sessions.discard(session)
+        self._retiring.add(session)
+        self._grow()
+        self._maybe_close_retired(session)
+
+    def _maybe_close_retired(self, session: Session) -> None:
+        if self._load.get(session, 0) > 0:
+            return
+        self._forget(session)
+        if not session.dead and self._nursery is not None:
+            self._nursery.start_soon(session.close)
+
+    def _forget(self, session: Session) -> None:
+        self._retiring.discard(session)
+        self._sessions.discard(session)
+        self._load.pop(session, None)
+        self._leases.pop(session, None)
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def _on_dead(self, session: Session) -> None:
+        """Called synchronously by `Session.kill`: drop it, replace it if needed."""
+        was_member = session in self._sessions or session in self._retiring
+        self._sessions.discard(session)
+        if self._load.get(session, 0) == 0:
+            self._forget(session)
+        if was_member and session.state == "dead":
+            self.replaced_sessions += 1
+        self._grow()
+
+    def _grow(self) -> None:
+        """Start sessions up to the minimum, and more (up to ``size``) for waiters."""
+        if self._closing or self._nursery is None:
+            return
+        live = len(self._sessions)
+        want = max(self.min_size, min(self.size, live - self._starting + self._demand()))
+        for _ in range(min(want, self.size) - live):
+            self._nursery.start_soon(self._start_one, False)
+
+    def _demand(self) -> int:
+        """Sessions the waiters need beyond the free slots."""
+        waiting = sum(1 for w in self._waiters if w.error is None)
+        return math.ceil(waiting / self.max_in_flight) if waiting else 0
+
+    async def _start_one(self, warming: bool) -> None:
+        assert self._nursery is not None
+        session = self._factory(self._on_dead)
+        self._sessions.add(session)
+        self._starting += 1
+        self.started_sessions += 1
+        try:
+            await self._nursery.start(session.run)
+        except SessionStartError as exc:
+            self._sessions.discard(session)
+            self._failures += 1
+            self._last_error = str(exc)
+            log.warning("a worker failed to start: %s", exc)
+            if not self.alive:
+                self._fail_waiters(f"workers fail to start: {exc}")
+            if not warming:
+                await trio.sleep(min(START_BACKOFF * 2 ** (self._failures - 1), START_BACKOFF_MAX))
+                self._grow()
+            return
+        finally:
+            self._starting -= 1
+        self._failures = 0
+        if session.dead:
+            return
+        if self._closing:
+            await session.close()
+            return
+        for _ in range(self.max_in_flight):
+            if session not in self._sessions:
+                break
+            self._offer(session)
+
+    def _fail_waiters(self, why: str) -> None:
+        waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            if waiter.error is None and waiter.session is None:
+                waiter.error = why
+                waiter.event.set()
+
+
+class _suppress_value_error:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, value: object, tb: object) -> bool:
+        return kind is ValueError

@@ -1,0 +1,108 @@
+"""Workers in bubblewrap: the only `Launcher` the `Supervisor` uses.
+
+Each spawn prepares a fresh `sandbox.LaunchPlan` (its own cgroup, uid, seccomp filter,
+pinned binds) with the protocol pipes mapped to fds 3 and 4, and forks it from the
+supervisor's `sandbox.Spawner` thread, which lives as long as the supervisor
+(``PR_SET_PDEATHSIG`` follows the parent *thread*: trio's own thread cache would let
+sandboxes die after ten idle seconds).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+import psutil
+import trio
+
+from sandbox.handle import Sandbox
+from sandbox.launch import Command, prepare_launch
+from sandbox.policy import SandboxPolicy
+from sandbox.pyworker import worker_command
+from sandbox.spawn import Spawner
+from supervisor.launch import SpawnedWorker
+
+
+class SandboxedWorker:
+    """A `SpawnedWorker` backed by a `sandbox.Sandbox`."""
+
+    __slots__ = ("_sandbox", "_termination")
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sandbox = sandbox
+        self._termination: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._sandbox.pid
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._sandbox
+
+    async def wait(self) -> int:
+        return await self._sandbox.wait_async()
+
+    def kill(self, reason: str) -> None:
+        self._sandbox.kill(reason)
+
+    def termination(self, *, deadline_fired: bool = False) -> str | None:
+        if self._sandbox.returncode is None:
+            return None
+        return self._sandbox.termination(timed_out=deadline_fired).reason
+
+    def peak_memory(self) -> int | None:
+        return self._sandbox.peak_memory_bytes
+
+    def survivors(self) -> list[int]:
+        """Live processes of the sandbox. Zombies are dead and excluded: an orphaned
+        one waits for the host's pid 1 to reap it, which on some hosts takes a while."""
+        return [p.pid for p in self._sandbox.survivors() if not _zombie(p)]
+
+    async def cleanup(self) -> None:
+        await trio.to_thread.run_sync(self._sandbox.cleanup)
+
+
+class SandboxLauncher:
+    """Starts ``command`` in ``policy``'s sandbox, from ``spawner``'s thread."""
+
+    def __init__(self, policy: SandboxPolicy, command: Command, spawner: Spawner) -> None:
+        self.policy = policy
+        self.command = command
+        self._spawner = spawner
+
+    async def spawn(self, fd_in: int, fd_out: int, stdout: int, stderr: int) -> SpawnedWorker:
+        plan = prepare_launch(self.policy, self.command, fds={3: fd_in, 4: fd_out})
+        sandbox = await self._spawner.spawn_async(
+            plan, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+        )
+        return SandboxedWorker(sandbox)
+
+    def with_args(self, *extra: str) -> SandboxLauncher:
+        """The same sandbox and program with more arguments (e.g. ``--describe``)."""
+        command = self.command
+        changed = Command(
+            argv=(*command.argv, *extra),
+            binds=command.binds,
+            env=command.env,
+            masks=command.masks,
+            cwd=command.cwd,
+        )
+        return SandboxLauncher(self.policy, changed, self._spawner)
+
+
+def _zombie(process: psutil.Process) -> bool:
+    try:
+        return bool(process.status() == psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return True  # gone
+
+
+def python_worker_command(adapters: Sequence[str]) -> Command:
+    """``python -m worker_runtime --adapters ...`` seeing only what it needs."""
+    return worker_command(list(adapters))
+
+
+def program_command(argv: Sequence[str]) -> Command:
+    """Any program that speaks the protocol on fds 3 and 4 (binds come from the policy)."""
+    return Command(tuple(argv))

@@ -1,0 +1,712 @@
+"""One worker session: spawn, bootstrap, handshake, then move bytes until it ends.
+
+`Session.run` owns one nursery, the session's, whose tasks each own one thing:
+
+- ``_reader``: fd 4; a bounded `LineReader`, then `HostConnection.receive`, then routes
+  each event to its call (the disarm happens here, with no checkpoint in between);
+- ``_writer``: fd 3; writes queued lines in order, coalescing what is queued together;
+- ``_drain`` x2: stdout and stderr into bounded captures (diagnostics only);
+- ``_wait_process``: the exit of the worker; an exit we did not ask for poisons;
+- ``_timer``: the session's lifetime deadline (from spawn) and idle ``ping`` liveness.
+
+A call's watchdog runs in the task that waits for the call (`Session.supervise`):
+deadline, then ``cancel``, then ``grace`` for ``acknowledged``, then `kill`. `kill`
+poisons the session for good: every call in flight ends ``indeterminate`` at once and
+the sandbox is torn down; the pool replaces the session with a fresh id and key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import trio
+
+from supervisor.keys import derive_keys, new_session_id, new_session_key
+from supervisor.launch import Launcher, LaunchError, SpawnedWorker, start_worker
+from supervisor.watchdog import DEFAULT_CANCEL_GRACE, CallEnd, CallWatch, CancelReason
+from worker_runtime.bootstrap import encode_bootstrap
+from worker_runtime.errors import ConnectionDead, ProtocolError, Refused
+from worker_runtime.framing import LineReader
+from worker_runtime.host import (
+    CancelAcknowledged,
+    CancelUnsupported,
+    ChunkReceived,
+    ErrorReceived,
+    HostConnection,
+    HostEvent,
+    PongReceived,
+    ReconcileAnswered,
+    ResultReceived,
+    WorkerReady,
+)
+from worker_runtime.messages import Grant, Status
+from worker_runtime.payloads import payload_size
+
+log = logging.getLogger(__name__)
+
+READ_BYTES = 65536
+#: Diagnostics kept per stream; the rest is counted and dropped (protocol.md section 1).
+KEEP_DIAGNOSTICS = 64 * 1024
+#: Seconds between two readings of a running worker's peak memory.
+PEAK_MEMORY_INTERVAL = 1.0
+#: After the worker exits, how long its stdout/stderr may take to reach EOF.
+DRAIN_AFTER_EXIT = 0.2
+
+
+class SessionError(Exception):
+    """A session could not do what was asked; the message says why."""
+
+
+class SessionStartError(SessionError):
+    """The worker never became ready (it failed to start, or the start-up deadline)."""
+
+
+class SessionUnusable(SessionError):
+    """The session is poisoned, closing or closed: it takes no new calls, ever."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """What every session of one supervisor shares. Times are seconds."""
+
+    grants: tuple[Grant, ...]
+    max_in_flight: int = 1
+    start_timeout: float = 10.0
+    cancel_grace: float = DEFAULT_CANCEL_GRACE
+    lifetime: float | None = 3600.0
+    ping_interval: float | None = 30.0
+    ping_timeout: float = 5.0
+    frame_timeout: float | None = 5.0
+    close_timeout: float = 2.0
+    reap_timeout: float = 5.0
+    keep_diagnostics: int = KEEP_DIAGNOSTICS
+
+
+class CallListener(Protocol):
+    """Who hears about one call; called synchronously from the session's tasks."""
+
+    def on_chunk(self, index: int, text: str) -> None: ...
+
+    def on_cancelling(self, reason: CancelReason) -> None: ...
+
+    def on_end(self, end: CallEnd) -> None: ...
+
+
+class Capture:
+    """A bounded diagnostics buffer: the first ``limit`` bytes, and a count of the rest."""
+
+    __slots__ = ("done", "kept", "limit", "total")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.total = 0
+        self.done = trio.Event()
+
+    def feed(self, data: bytes | bytearray) -> None:
+        self.total += len(data)
+        room = self.limit - len(self.kept)
+        if room > 0:
+            self.kept += data[:room]
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.kept)
+
+    def text(self) -> str:
+        return self.kept.decode(errors="replace")
+
+
+class SessionCall:
+    """One call on one session, from its ``invoke`` to its `CallEnd`."""
+
+    __slots__ = (
+        "cancel_sent",
+        "chunks",
+        "end",
+        "ended",
+        "input_bytes",
+        "listener",
+        "rid",
+        "tool",
+        "watch",
+    )
+
+    def __init__(
+        self, rid: str, tool: str, watch: CallWatch, listener: CallListener, input_bytes: int
+    ) -> None:
+        self.rid = rid
+        self.tool = tool
+        self.watch = watch
+        self.listener = listener
+        self.input_bytes = input_bytes
+        self.chunks = 0
+        self.cancel_sent = False
+        self.end: CallEnd | None = None
+        self.ended = trio.Event()
+
+
+State = Literal["new", "ready", "closing", "closed", "dead"]
+
+
+class Session:
+    """One worker process and its authenticated protocol session."""
+
+    def __init__(
+        self,
+        launcher: Launcher,
+        config: SessionConfig,
+        *,
+        on_dead: Callable[[Session], None] | None = None,
+    ) -> None:
+        self.id = new_session_id()
+        key = new_session_key()
+        self._bootstrap: bytes | None = encode_bootstrap(self.id, key)
+        self.conn = HostConnection(self.id, derive_keys(key), config.grants, config.max_in_flight)
+        del key
+        self.config = config
+        self._launcher = launcher
+        self._on_dead = on_dead
+        self.state: State = "new"
+        #: Why the session ended: ``closed`` after a graceful close, else the kill reason.
+        self.end_reason: str | None = None
+        self.calls_started = 0
+        self.spawned_at: float | None = None
+        self.expires_at = math.inf
+        self.returncode: int | None = None
+        self.termination: str | None = None
+        self.peak_memory: int | None = None
+        self._peak_read_at = -math.inf
+        self.stdout = Capture(config.keep_diagnostics)
+        self.stderr = Capture(config.keep_diagnostics)
+        self._calls: dict[str, SessionCall] = {}
+        self._pings: dict[str, trio.Event] = {}
+        self._reconciles: dict[str, tuple[trio.Event, list[Status]]] = {}
+        self._outbox, self._outbox_recv = trio.open_memory_channel[bytes](math.inf)
+        self._unsent = 0  # chunks queued for the writer task, not yet written
+        self._write_fd = -1  # fd 3's host end, for direct writes while nothing is queued
+        self._settled = trio.Event()  # ready, or dead before ready
+        self._exited = trio.Event()
+        self._reaped = trio.Event()
+        self._spawned: SpawnedWorker | None = None
+        self._scope: trio.CancelScope | None = None
+
+    # -- what the pool and the supervisor read ------------------------------------------
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "ready"
+
+    @property
+    def dead(self) -> bool:
+        return self.state == "dead"
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._calls)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._spawned is None else self._spawned.pid
+
+    def survivors(self) -> list[int]:
+        return [] if self._spawned is None else self._spawned.survivors()
+
+    def peak_memory_now(self) -> int | None:
+        """Peak memory of the worker so far (read at most once a second while it runs)."""
+        if self.returncode is not None or self._spawned is None:
+            return self.peak_memory
+        now = trio.current_time()
+        if now - self._peak_read_at >= PEAK_MEMORY_INTERVAL:
+            self._peak_read_at = now
+            try:
+                self.peak_memory = self._spawned.peak_memory()
+            except Exception:
+                log.debug("session %s: peak memory unavailable", self.id, exc_info=True)
+        return self.peak_memory
+
+    # -- the session's life --------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[Session] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Spawn and handshake (``task_status.started`` once ready), then serve to the end.
+
+        Raises `SessionStartError` if the worker never becomes ready; after that it never
+        raises: whatever goes wrong poisons the session, which then ends.
+        """
+        spawned, host_ends = await start_worker(self._launcher)
+        self._spawned = spawned
+        self.spawned_at = trio.current_time()
+        if self.config.lifetime is not None:
+            self.expires_at = self.spawned_at + self.config.lifetime
+        streams = tuple(trio.lowlevel.FdStream(fd) for fd in host_ends)
+        to_worker, from_worker, stdout, stderr = streams
+        self._write_fd = to_worker.fileno()
+        started = False
+        try:
+            async with trio.open_nursery() as nursery:
+                self._scope = nursery.cancel_scope
+                nursery.start_soon(self._reader, from_worker)
+                nursery.start_soon(self._writer, to_worker)
+                nursery.start_soon(self._drain, stdout, self.stdout)
+                nursery.start_soon(self._drain, stderr, self.stderr)
+                nursery.start_soon(self._wait_process, spawned)
+                nursery.start_soon(self._timer)
+                bootstrap, self._bootstrap = self._bootstrap, None
+                assert bootstrap is not None
+                self._send(bootstrap + self.conn.open())
+                with trio.move_on_after(self.config.start_timeout):
+                    await self._settled.wait()
+                if self.state == "ready":
+                    started = True
+                    task_status.started(self)
+                else:  # the process waiter ends the nursery once the worker is reaped
+                    self.kill("start_timeout" if not self._settled.is_set() else "start_failed")
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._teardown(spawned, streams)
+        if not started:
+            raise SessionStartError(self._start_failure())
+
+    def _start_failure(self) -> str:
+        why = self.end_reason or "unknown"
+        detail = self.stderr.text().strip().splitlines()[-3:]
+        tail = f"; worker stderr: {' | '.join(detail)}" if detail else ""
+        return f"the worker did not become ready ({why}, exit status {self.returncode}){tail}"
+
+    async def _teardown(
+        self, spawned: SpawnedWorker, streams: tuple[trio.lowlevel.FdStream, ...]
+    ) -> None:
+        """Whatever happened: kill if alive, reap, close every fd, release the container."""
+        if self.state != "closed":
+            self.kill(self.end_reason or "host_shutdown")
+        if self.returncode is None:
+            with trio.move_on_after(self.config.reap_timeout):
+                self.returncode = await spawned.wait()
+        self._write_fd = -1
+        for stream in streams:
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        self._outbox.close()
+        if self.returncode is None:
+            log.error("session %s: worker pid %s was not reaped", self.id, spawned.pid)
+        try:
+            await spawned.cleanup()
+        except Exception:
+            log.exception("session %s: sandbox cleanup failed", self.id)
+        self._reaped.set()
+
+    def kill(self, reason: str) -> None:
+        """Poison for good: end every call in flight as indeterminate, kill the sandbox."""
+        if self.state in ("dead", "closed"):
+            return
+        self.state = "dead"
+        self.end_reason = reason
+        self._write_fd = -1
+        self.conn.fail(ConnectionDead(f"session killed: {reason}"))
+        if self._spawned is not None:
+            try:
+                self._spawned.kill(reason)
+            except Exception:
+                log.exception("session %s: kill failed", self.id)
+        now = trio.current_time()
+        calls = list(self._calls.values())
+        self._calls.clear()
+        for call in calls:
+            self._end(call, CallEnd(kind="indeterminate", at=now, reason=reason))
+        self._settled.set()
+        for event in self._pings.values():
+            event.set()
+        for event, _ in self._reconciles.values():
+            event.set()
+        self._outbox.close()
+        if self._on_dead is not None:
+            self._on_dead(self)
+
+    async def wait_reaped(self, timeout: float | None = None) -> bool:
+        """Wait until the worker was reaped and its fds closed; False on timeout."""
+        with trio.move_on_after(self.config.reap_timeout if timeout is None else timeout):
+            await self._reaped.wait()
+        return self._reaped.is_set()
+
+    async def close(self) -> None:
+        """The graceful end, when nothing is in flight; kills on refusal or timeout."""
+        if self.state != "ready":
+            if self.state == "new":
+                self.kill("host_shutdown")
+            await self.wait_reaped()
+            return
+        try:
+            line = self.conn.close()
+        except Refused:
+            self.kill("host_shutdown")
+        else:
+            self.state = "closing"
+            self._send(line)
+            with trio.move_on_after(self.config.close_timeout):
+                await self._exited.wait()
+            if not self._exited.is_set():
+                self.kill("close_timeout")
+        await self.wait_reaped()
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def begin(
+        self,
+        tool: str,
+        value: Any,
+        *,
+        idempotency_key: str,
+        attempt: int,
+        deadline: float | None,
+        listener: CallListener,
+    ) -> SessionCall:
+        """Arm the call's watchdog, then queue its ``invoke``. Raises `Refused` (nothing
+        sent, the session lives on) or `SessionUnusable`."""
+        if self.state != "ready":
+            raise SessionUnusable(f"session {self.id} is {self.state}")
+        watch = CallWatch(deadline)
+        deadline_ms = None
+        if deadline is not None:
+            deadline_ms = max(0, math.ceil((deadline - trio.current_time()) * 1000))
+        rid, line = self.conn.invoke(
+            tool, value, idempotency_key=idempotency_key, attempt=attempt, deadline_ms=deadline_ms
+        )
+        call = SessionCall(rid, tool, watch, listener, self.conn.calls[rid].input_bytes)
+        self._calls[rid] = call
+        self.calls_started += 1
+        self._send(line)
+        return call
+
+    async def supervise(self, call: SessionCall) -> CallEnd:
+        """Wait for the call's end, enforcing its deadline. A trio cancellation of the
+        caller becomes a cooperative ``cancel`` (shielded, with the grace), then
+        propagates. An end that killed the session returns only once it was reaped."""
+        try:
+            if not call.ended.is_set():
+                wake = call.watch.wake_at()
+                if wake == math.inf:
+                    await call.ended.wait()
+                else:
+                    with trio.move_on_at(wake):
+                        await call.ended.wait()
+                    if not call.ended.is_set():
+                        await self._stop(call, "deadline")
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await self._stop(call, "host_cancel")
+                await self._reaped_if_killed(call)
+            raise
+        await self._reaped_if_killed(call)
+        assert call.end is not None
+        return call.end
+
+    async def cancel(self, call: SessionCall) -> None:
+        """Cancel one call cooperatively (for a caller other than the waiting task)."""
+        await self._stop(call, "host_cancel")
+
+    async def _stop(self, call: SessionCall, reason: CancelReason) -> None:
+        """Send ``cancel``, give it the grace to be acknowledged, else kill the sandbox."""
+        if call.ended.is_set():
+            return
+        grace_until = call.watch.begin_cancel(reason, trio.current_time(), self.config.cancel_grace)
+        if not call.cancel_sent and self.state in ("ready", "closing"):
+            call.cancel_sent = True
+            try:
+                call.listener.on_cancelling(reason)
+            except Exception:
+                log.exception("session %s: cancel listener failed", self.id)
+            try:
+                _, line = self.conn.cancel(call.rid)
+            except Refused as exc:
+                log.debug("session %s: cancel of %s refused: %s", self.id, call.rid, exc)
+            else:
+                self._send(line)
+        with trio.move_on_at(grace_until):
+            await call.ended.wait()
+        if not call.ended.is_set():
+            self.kill(reason)
+
+    async def _reaped_if_killed(self, call: SessionCall) -> None:
+        if call.end is not None and call.end.kind == "indeterminate" and self.state == "dead":
+            await self.wait_reaped()
+
+    def _end(self, call: SessionCall, end: CallEnd) -> None:
+        call.end = end
+        try:
+            call.listener.on_end(end)
+        except Exception:
+            log.exception("session %s: call listener failed", self.id)
+        call.ended.set()
+
+    # -- liveness and reconciliation -------------------------------------------------------
+
+    async def ping(self, timeout: float | None = None) -> float:
+        """Round-trip seconds of a ``ping``; kills the session if no ``pong`` in time."""
+        if self.state != "ready":
+            raise SessionUnusable(f"session {self.id} is {self.state}")
+        started = trio.current_time()
+        nonce, line = self.conn.ping()
+        event = self._pings[nonce] = trio.Event()
+        self._send(line)
+        with trio.move_on_after(self.config.ping_timeout if timeout is None else timeout):
+            await event.wait()
+        self._pings.pop(nonce, None)
+        if not event.is_set():
+            self.kill("ping_timeout")
+        if self.dead:
+            raise SessionUnusable(f"session {self.id} died: {self.end_reason}")
+        return trio.current_time() - started
+
+    async def reconcile(self, tool: str, operation_key: str, timeout: float) -> Status:
+        """What this worker knows of an operation key (a ``reconcile`` frame)."""
+        if self.state != "ready":
+            raise SessionUnusable(f"session {self.id} is {self.state}")
+        rid, line = self.conn.reconcile(tool, operation_key)
+        event, answer = self._reconciles[rid] = (trio.Event(), [])
+        self._send(line)
+        with trio.move_on_after(timeout):
+            await event.wait()
+        self._reconciles.pop(rid, None)
+        if not answer:
+            self.kill("reconcile_timeout")
+            raise SessionUnusable(f"session {self.id}: no answer to reconcile ({self.end_reason})")
+        return answer[0]
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def _send(self, data: bytes) -> None:
+        """Queue bytes for fd 3, in order. When nothing is queued and the writer is idle,
+        write at once (non-blocking) from the calling task and queue only what the pipe
+        did not take: the common case then costs no task switch."""
+        if self._unsent == 0 and self._write_fd >= 0:
+            try:
+                written = os.write(self._write_fd, data)
+            except BlockingIOError:
+                written = 0
+            except OSError:
+                written = 0  # the writer task meets the error and reports it
+            if written == len(data):
+                return
+            data = data[written:]
+        self._unsent += 1
+        with contextlib.suppress(trio.ClosedResourceError):
+            self._outbox.send_nowait(data)
+
+    async def _writer(self, stream: trio.lowlevel.FdStream) -> None:
+        """Owns fd 3: writes what `_send` queued, coalescing what is queued together."""
+        recv = self._outbox_recv
+        try:
+            async for data in recv:
+                batch = [data]
+                while True:
+                    try:
+                        batch.append(recv.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await stream.send_all(batch[0] if len(batch) == 1 else b"".join(batch))
+                self._unsent -= len(batch)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self._write_fd = -1
+            if self.state != "dead":
+                await self._exit_reason_or("write_failed")
+
+    async def _reader(self, stream: trio.lowlevel.FdStream) -> None:
+        reader = LineReader()
+        frame_timeout = self.config.frame_timeout
+        try:
+            while True:
+                if reader.buffered and frame_timeout is not None:
+                    with trio.move_on_after(frame_timeout) as scope:
+                        data = await stream.receive_some(READ_BYTES)
+                    if scope.cancelled_caught:
+                        self.kill("protocol:frame_timeout")
+                        return
+                else:
+                    data = await stream.receive_some(READ_BYTES)
+                if not data:
+                    reader.feed_eof()
+                    self._take_lines(reader)
+                    await self._on_eof()
+                    return
+                reader.feed(data)
+                self._take_lines(reader)
+                if self.state == "dead":
+                    return
+        except ProtocolError as exc:
+            self.kill(f"protocol:{exc.code}")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            if self.state != "dead":
+                await self._exit_reason_or("eof")
+
+    def _take_lines(self, reader: LineReader) -> None:
+        receive = self.conn.receive
+        route = self._route
+        while self.state != "dead":
+            line = reader.next_line()
+            if line is None:
+                return
+            event = receive(line)
+            if event is not None:
+                route(event)
+
+    async def _on_eof(self) -> None:
+        try:
+            self.conn.receive_eof()
+        except ProtocolError:
+            await self._exit_reason_or("eof")
+
+    async def _exit_reason_or(self, reason: str) -> None:
+        """The pipe broke: wait briefly for the exit, whose cause is the better reason."""
+        with trio.move_on_after(0.5):
+            await self._exited.wait()
+        self.kill(reason)
+
+    def _route(self, event: HostEvent) -> None:
+        kind = type(event)
+        if kind is ResultReceived or kind is ErrorReceived or kind is CancelAcknowledged:
+            self._terminal(event)  # type: ignore[arg-type]
+        elif kind is ChunkReceived:
+            assert isinstance(event, ChunkReceived)
+            call = self._calls.get(event.rid)
+            if call is not None:
+                call.chunks += 1
+                try:
+                    call.listener.on_chunk(event.index, event.text)
+                except Exception:
+                    log.exception("session %s: chunk listener failed", self.id)
+        elif kind is CancelUnsupported:
+            pass  # the call runs on; its watchdog kills it when the grace is over
+        elif kind is PongReceived:
+            assert isinstance(event, PongReceived)
+            waiter = self._pings.get(event.nonce)
+            if waiter is not None:
+                waiter.set()
+        elif kind is ReconcileAnswered:
+            assert isinstance(event, ReconcileAnswered)
+            waiting = self._reconciles.get(event.rid)
+            if waiting is not None:
+                waiting[1].append(event.status)
+                waiting[0].set()
+        elif kind is WorkerReady and self.state == "new":
+            self.state = "ready"
+            self._settled.set()
+
+    def _terminal(self, event: ResultReceived | ErrorReceived | CancelAcknowledged) -> None:
+        call = self._calls.pop(event.rid, None)
+        if call is None:  # the connection only returns terminals of calls it tracks
+            return
+        now = trio.current_time()
+        if isinstance(event, CancelAcknowledged):
+            verdict = call.watch.judge("acknowledged", now)
+            self._end(call, CallEnd(kind=verdict, at=now))  # type: ignore[arg-type]
+            return
+        kind: Literal["result", "error"] = (
+            "result" if isinstance(event, ResultReceived) else "error"
+        )
+        if call.watch.judge(kind, now) == "late":
+            self._end(call, CallEnd(kind="indeterminate", at=now, reason="deadline"))
+            self.kill("deadline")
+            return
+        if isinstance(event, ResultReceived):
+            end = CallEnd(
+                kind="result",
+                at=now,
+                value=event.payload.value,
+                output_bytes=payload_size(event.payload),
+            )
+        else:
+            end = CallEnd(
+                kind="error",
+                at=now,
+                code=event.code,
+                message=event.message,
+                retryable=event.retryable,
+                output_bytes=len(event.message.encode()),
+            )
+        self._end(call, end)
+
+    async def _drain(self, stream: trio.abc.ReceiveStream, capture: Capture) -> None:
+        try:
+            while data := await stream.receive_some(READ_BYTES):
+                capture.feed(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            capture.done.set()
+
+    async def _wait_process(self, spawned: SpawnedWorker) -> None:
+        code = await spawned.wait()
+        self.returncode = code
+        self._exited.set()
+        try:
+            self.termination = spawned.termination(
+                deadline_fired=self.end_reason in ("deadline", "session_deadline")
+            )
+            self.peak_memory = spawned.peak_memory()
+        except Exception:
+            log.exception("session %s: termination classification failed", self.id)
+        if self.state == "closing" and code == 0:
+            self.state = "closed"
+            self.end_reason = "closed"
+        else:
+            self.kill(self._crash_reason(code))
+        with trio.move_on_after(DRAIN_AFTER_EXIT):
+            await self.stdout.done.wait()
+            await self.stderr.done.wait()
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _crash_reason(self, code: int) -> str:
+        if self.termination in ("memory", "pids", "cpu"):
+            return self.termination
+        if code < 0:
+            return f"crash:{_signal_name(-code)}"
+        if code > 128 and code - 128 < signal.NSIG:
+            return f"crash:{_signal_name(code - 128)}"
+        return f"crash:exit:{code}"
+
+    async def _timer(self) -> None:
+        """The lifetime deadline from spawn, and a ``ping`` after each idle interval."""
+        interval = self.config.ping_interval
+        while True:
+            wake = self.expires_at
+            if interval is not None:
+                wake = min(wake, trio.current_time() + interval)
+            await trio.sleep_until(wake)
+            if trio.current_time() >= self.expires_at:
+                self.kill("session_deadline")
+                return
+            if self.state == "ready" and not self._calls:
+                with contextlib.suppress(SessionUnusable, Refused):
+                    await self.ping()
+            if self.state == "dead":
+                return
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal:{number}"
+
+
+__all__ = [
+    "CallListener",
+    "Capture",
+    "LaunchError",
+    "Session",
+    "SessionCall",
+    "SessionConfig",
+    "SessionError",
+    "SessionStartError",
+    "SessionUnusable",
+]

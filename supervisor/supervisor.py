@@ -1,0 +1,576 @@
+"""`Supervisor`: sandboxed workers behind one ``await sup.invoke(tool, value)``.
+
+Every call is an operation of the supervisor's `Ledger`: ``start`` (reserve, with the
+call's deadline and idempotency key), a slot from the `Pool` (FIFO, bounded wait),
+``claim``, the session's ``invoke`` under its watchdog, then exactly one of
+``complete``/``fail``/``confirm_cancellation``, or ``mark_indeterminate`` (the operation
+stays pending until reconciled or expired: never re-dispatched silently). A retryable
+adapter error is retried with the same idempotency key while attempts and deadline allow.
+Each call ends in one `Outcome` and one audit event.
+
+The supervisor's nursery holds the pool (every session's nursery inside it), the expiry
+of indeterminate operations, and the calls started with `start`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+import trio
+
+from sandbox.policy import SandboxPolicy
+from sandbox.spawn import Spawner
+from supervisor.audit import AuditHub, AuditStream, CallEvent
+from supervisor.calls import CallHandle, ChunkCallback, SupervisedCall
+from supervisor.external import Decoder, Encoder, ExternalCallback, make_callback
+from supervisor.grants import describe, grant_for, merge_policies
+from supervisor.ledger import (
+    AuditEvent,
+    DeadlineElapsed,
+    Ledger,
+    LedgerError,
+    ReconcileStatus,
+    RetryClass,
+    ToolPolicy,
+)
+from supervisor.ledger import Outcome as LedgerOutcome
+from supervisor.ledger.audit import TERMINAL_KINDS
+from supervisor.ledger.policy import check_id
+from supervisor.outcome import Outcome
+from supervisor.pool import Pool, WorkerUnavailable
+from supervisor.sandboxed import SandboxLauncher, program_command, python_worker_command
+from supervisor.session import Session, SessionConfig, SessionUnusable
+from supervisor.watchdog import DEFAULT_CANCEL_GRACE
+from worker_runtime.errors import Refused
+from worker_runtime.limits import MAX_SESSION_IDS
+from worker_runtime.messages import (
+    CancelledState,
+    Failed,
+    JsonPayload,
+    Running,
+    Status,
+    Succeeded,
+)
+
+log = logging.getLogger(__name__)
+
+#: Refusals that mean "this session is used up", not "this call is wrong".
+_SESSION_EXHAUSTED = frozenset(
+    {"call_budget_exhausted", "id_capacity_exhausted", "too_many_in_flight", "sequence_exhausted"}
+)
+#: Seconds an indeterminate operation's expiry waits past its deadline, so that a call
+#: still in its cancel grace or reap is never expired under its own feet.
+EXPIRY_SLACK = 1.0
+SHUTDOWN_TIMEOUT = 10.0
+
+
+class SupervisorError(Exception):
+    """A supervisor-level refusal: closed, misconfigured, or its audit log failed."""
+
+
+class DuplicateOperation(SupervisorError):
+    """An operation with this tool and idempotency key is still pending."""
+
+
+class Supervisor:
+    """Runs tool calls in pooled, sandboxed workers, one `Outcome` per call.
+
+    ``adapters``: ``MODULE:ATTR`` registries for ``python -m worker_runtime`` (their tools
+    are described in a sandbox at start); or ``worker_argv``: any program speaking the
+    protocol on fds 3/4, which then needs ``tools`` (`ToolPolicy` per tool). ``tools``
+    also overrides the defaults of described tools. Use as ``async with``.
+    """
+
+    def __init__(
+        self,
+        adapters: Sequence[str] = (),
+        policy: SandboxPolicy | None = None,
+        pool_size: int = 1,
+        max_in_flight: int = 1,
+        worker_argv: Sequence[str] | None = None,
+        *,
+        tools: Sequence[ToolPolicy] = (),
+        pool_min: int | None = None,
+        max_calls_per_worker: int = 1000,
+        acquire_timeout: float = 30.0,
+        cancel_grace: float = DEFAULT_CANCEL_GRACE,
+        start_timeout: float = 10.0,
+        session_lifetime: float | None = 3600.0,
+        ping_interval: float | None = 30.0,
+        max_pending: int = 4096,
+        ledger_path: str | os.PathLike[str] | None = None,
+        audit_log: str | os.PathLike[str] | None = None,
+        on_audit: Callable[[CallEvent], None] | None = None,
+        retry_backoff: float = 0.05,
+        reconcile_timeout: float = 5.0,
+    ) -> None:
+        if isinstance(adapters, str):
+            adapters = [adapters]
+        if bool(adapters) == (worker_argv is not None):
+            raise ValueError("give exactly one of adapters=[...] or worker_argv=[...]")
+        if worker_argv is not None and not tools:
+            raise ValueError("worker_argv needs tools=[ToolPolicy(...)] for what it serves")
+        if not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError("pool_size must be an int >= 1")
+        if pool_min is not None and not 0 <= pool_min <= pool_size:
+            raise ValueError("pool_min must be between 0 and pool_size")
+        if not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise ValueError("max_in_flight must be an int >= 1")
+        # every call in flight keeps an id free for its cancel: rid + cid per call
+        id_budget = (MAX_SESSION_IDS - 2 * max_in_flight) // 2
+        if not isinstance(max_calls_per_worker, int) or not 1 <= max_calls_per_worker <= id_budget:
+            raise ValueError(f"max_calls_per_worker must be in 1..{id_budget}")
+        for name, value in (("acquire_timeout", acquire_timeout), ("start_timeout", start_timeout),
+                            ("reconcile_timeout", reconcile_timeout)):
+            _check_seconds(name, value)
+        if not (isinstance(cancel_grace, int | float) and 0 <= cancel_grace < math.inf):
+            raise ValueError("cancel_grace must be a number of seconds >= 0")
+        if session_lifetime is not None:
+            _check_seconds("session_lifetime", session_lifetime)
+        self.adapters = list(adapters)
+        self.worker_argv = None if worker_argv is None else list(worker_argv)
+        self.policy = policy if policy is not None else SandboxPolicy()
+        self.pool_size = pool_size
+        self.pool_min = pool_size if pool_min is None else pool_min
+        self.max_in_flight = max_in_flight
+        self.max_calls_per_worker = max_calls_per_worker
+        self.acquire_timeout = acquire_timeout
+        self.cancel_grace = float(cancel_grace)
+        self.start_timeout = start_timeout
+        self.session_lifetime = session_lifetime
+        self.ping_interval = ping_interval
+        self.retry_backoff = retry_backoff
+        self.reconcile_timeout = reconcile_timeout
+        self._tools = list(tools)
+        self._max_pending = max_pending
+        self._ledger_path = ledger_path
+        self._audit = AuditHub(audit_log, () if on_audit is None else (on_audit,))
+        self._policies: dict[str, ToolPolicy] = {}
+        self._ledger: Ledger | None = None
+        self._pool: Pool | None = None
+        self._spawner: Spawner | None = None
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm: Any = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._state = "new"
+        self._handles: set[CallHandle] = set()
+        self._indeterminate: dict[int, float | None] = {}
+        self._expiry_kick = trio.Event()
+        self._live_keys: dict[tuple[str, str], int] = {}
+        self._key_of: dict[int, tuple[str, str]] = {}
+
+    # -- life -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Supervisor:
+        if self._state != "new":
+            raise SupervisorError("a Supervisor is entered once")
+        self._state = "starting"
+        self._token = trio.lowlevel.current_trio_token()
+        spawner = self._spawner = Spawner("sandvisor-supervisor").start()
+        try:
+            command = (
+                program_command(self.worker_argv)
+                if self.worker_argv is not None
+                else python_worker_command(self.adapters)
+            )
+            launcher = SandboxLauncher(self.policy, command, spawner)
+            described = None
+            if self.worker_argv is None:
+                described = await describe(launcher.with_args("--describe"), self.start_timeout)
+            self._policies = merge_policies(described, self._tools)
+            if not self._policies:
+                raise SupervisorError("the workers serve no tools")
+            ledger = self._ledger = Ledger(
+                self._max_pending, self._ledger_path, clock=trio.current_time
+            )
+            for tool_policy in self._policies.values():
+                ledger.register_external_tool(tool_policy)
+            ledger.subscribe_audit(self._on_ledger_event)
+            config = SessionConfig(
+                grants=tuple(
+                    grant_for(p, self.max_calls_per_worker) for p in self._policies.values()
+                ),
+                max_in_flight=self.max_in_flight,
+                start_timeout=self.start_timeout,
+                cancel_grace=self.cancel_grace,
+                lifetime=self.session_lifetime,
+                ping_interval=self.ping_interval,
+            )
+            margin = 0.0 if self.session_lifetime is None else min(60.0, self.session_lifetime / 10)
+            self._pool = Pool(
+                lambda on_dead: Session(launcher, config, on_dead=on_dead),
+                size=self.pool_size,
+                min_size=self.pool_min,
+                max_in_flight=self.max_in_flight,
+                max_calls=self.max_calls_per_worker,
+                retire_margin=margin,
+            )
+            self._nursery_cm = trio.open_nursery()
+            nursery = self._nursery = await self._nursery_cm.__aenter__()
+        except BaseException:
+            self._close_resources()
+            raise
+        try:
+            await nursery.start(self._pool.run)
+            nursery.start_soon(self._expire_indeterminate)
+        except BaseException:
+            nursery.cancel_scope.cancel()
+            await self._nursery_cm.__aexit__(None, None, None)
+            self._close_resources()
+            raise
+        self._state = "running"
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Cancel the calls still running (cooperatively), close every worker, and stop."""
+        if self._state in ("closing", "closed", "new"):
+            return
+        self._state = "closing"
+        assert self._nursery is not None and self._pool is not None
+        with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_TIMEOUT):
+            for handle in list(self._handles):
+                handle._scope.cancel()
+            await self._pool.aclose()
+        self._nursery.cancel_scope.cancel()  # kills whatever the graceful part left
+        try:
+            await self._nursery_cm.__aexit__(None, None, None)
+        finally:
+            self._close_resources()
+            self._state = "closed"
+
+    def _close_resources(self) -> None:
+        if self._spawner is not None:
+            self._spawner.close()
+        if self._ledger is not None:
+            self._ledger.close()
+        self._audit.close()
+
+    # -- what a host reads ---------------------------------------------------------------------
+
+    @property
+    def ledger(self) -> Ledger:
+        """The supervisor's ledger: pending and indeterminate operations, the audit chain."""
+        if self._ledger is None:
+            raise SupervisorError("the supervisor is not started")
+        return self._ledger
+
+    @property
+    def tools(self) -> dict[str, ToolPolicy]:
+        return dict(self._policies)
+
+    @property
+    def pool(self) -> Pool:
+        if self._pool is None:
+            raise SupervisorError("the supervisor is not started")
+        return self._pool
+
+    @property
+    def trio_token(self) -> trio.lowlevel.TrioToken:
+        """The token of the trio run the supervisor lives in (for other threads)."""
+        if self._token is None:
+            raise SupervisorError("the supervisor is not started")
+        return self._token
+
+    def tool_callback(
+        self,
+        tool: str,
+        *,
+        deadline: float | None = None,
+        encode: Encoder | None = None,
+        decode: Decoder | None = None,
+    ) -> ExternalCallback:
+        """An async ``(params, stdin) -> str`` callback for `ScriptedTool.add_tool` that
+        runs ``tool`` here; outcomes map to exit statuses (see `supervisor.external`)."""
+        if deadline is not None:
+            _check_seconds("deadline", deadline)
+        return make_callback(self, tool, deadline=deadline, encode=encode, decode=decode)
+
+    def audit_events(self, capacity: int = 1024) -> AuditStream:
+        """A stream of call audit events (``async for``); it drops events when full."""
+        return self._audit.subscribe(capacity)
+
+    def add_audit_callback(self, callback: Callable[[CallEvent], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every call event; returns the unsubscriber."""
+        return self._audit.add_callback(callback)
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def invoke(
+        self,
+        tool: str,
+        value: Any,
+        *,
+        deadline: float | None = None,
+        on_chunk: ChunkCallback | None = None,
+        idempotency_key: str | None = None,
+    ) -> Outcome:
+        """Run one call to its `Outcome`. ``deadline``: seconds from now. ``on_chunk``:
+        a quick function called with each (redacted) chunk in order. A trio cancellation
+        of the caller becomes a cooperative ``cancel`` (recorded), then propagates."""
+        call = self._open(tool, value, deadline, on_chunk, idempotency_key)
+        return await self._drive(call)
+
+    async def start(
+        self,
+        tool: str,
+        value: Any,
+        *,
+        deadline: float | None = None,
+        on_chunk: ChunkCallback | None = None,
+        idempotency_key: str | None = None,
+    ) -> CallHandle:
+        """Start a call in the supervisor's nursery; `CallHandle.cancel`/`outcome`."""
+        call = self._open(tool, value, deadline, on_chunk, idempotency_key)
+        handle = CallHandle(call)
+        self._handles.add(handle)
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_handle, handle)
+        await trio.lowlevel.checkpoint()
+        return handle
+
+    async def _run_handle(self, handle: CallHandle) -> None:
+        try:
+            with handle._scope:
+                await self._drive(handle._call)
+        except Exception as exc:  # a bug: surface it through the handle, keep the rest
+            log.exception("call %s failed inside the supervisor", handle.op_id)
+            handle._failure = exc
+            handle._call.done.set()
+        finally:
+            self._handles.discard(handle)
+
+    def _open(
+        self,
+        tool: str,
+        value: Any,
+        deadline: float | None,
+        on_chunk: ChunkCallback | None,
+        idempotency_key: str | None,
+    ) -> SupervisedCall:
+        """Reserve the ledger operation (raises its refusals: unknown tool, bad input,
+        pending limit) with the deadline armed from now."""
+        if self._state != "running":
+            raise SupervisorError(f"the supervisor is {self._state}")
+        if self._audit.failure is not None:
+            raise SupervisorError(self._audit.failure)
+        if deadline is not None:
+            _check_seconds("deadline", deadline)
+        ledger = self.ledger
+        if idempotency_key is not None:
+            check_id("idempotency_key", idempotency_key)
+            held = self._live_keys.get((tool, idempotency_key))
+            if held is not None:
+                raise DuplicateOperation(
+                    f"operation {held} of {tool!r} with key {idempotency_key!r} is pending; "
+                    "reconcile or resolve it first"
+                )
+        now = trio.current_time()
+        op_id = ledger.start(tool, value, deadline=deadline, idempotency_key=idempotency_key)
+        if idempotency_key is not None:
+            self._live_keys[(tool, idempotency_key)] = op_id
+            self._key_of[op_id] = (tool, idempotency_key)
+        return SupervisedCall(
+            ledger,
+            op_id,
+            tool,
+            value,
+            deadline=ledger.deadline(op_id),
+            max_attempts=self._policies[tool].max_attempts,
+            idempotency_key=idempotency_key,
+            on_chunk=on_chunk,
+            on_indeterminate=self._note_indeterminate,
+            created_at=now,
+        )
+
+    async def _drive(self, call: SupervisedCall) -> Outcome:
+        """Queue, claim, dispatch, supervise (and retry) one call to its `Outcome`."""
+        try:
+            while not call.resolved:
+                session = await self._acquire(call)
+                if session is None:
+                    break
+                try:
+                    if self._dispatch(call, session):
+                        assert call.session_call is not None
+                        await session.supervise(call.session_call)
+                finally:
+                    self.pool.release(session)
+                if call.retry_pending:
+                    await self._retry(call)
+        finally:
+            if call.resolved and call.outcome is None:
+                outcome = call.build_outcome(trio.current_time())
+                self._audit.emit(CallEvent.of(outcome, time=time.time(),
+                                              ledger_head=call.ledger_head))
+        assert call.outcome is not None
+        return call.outcome
+
+    async def _acquire(self, call: SupervisedCall) -> Session | None:
+        """A session slot, or None once the call was resolved without one."""
+        limit = trio.current_time() + self.acquire_timeout
+        if call.deadline is not None:
+            limit = min(limit, call.deadline)
+        try:
+            return await self.pool.acquire(limit)
+        except WorkerUnavailable as exc:
+            if call.deadline is not None and trio.current_time() >= call.deadline:
+                self._resolve_undispatched(call, "deadline")
+            else:
+                self._resolve_undispatched(call, "no_worker", str(exc))
+        except BaseException:
+            self._resolve_undispatched(call, "cancelled")
+            raise
+        return None
+
+    def _dispatch(self, call: SupervisedCall, session: Session) -> bool:
+        """Claim (first attempt) and queue the ``invoke``; False if nothing was sent."""
+        ledger = self.ledger
+        if not call.claimed:
+            try:
+                invocation = ledger.claim(call.op_id)
+            except DeadlineElapsed:
+                self._resolve_undispatched(call, "deadline")
+                return False
+            call.claimed = True
+            call.attempt = invocation.attempt
+            call.idempotency_key = invocation.idempotency_key
+        assert call.idempotency_key is not None
+        call.session = session
+        call.dispatched_at = trio.current_time()
+        try:
+            call.session_call = session.begin(
+                call.tool,
+                call.value,
+                idempotency_key=call.idempotency_key,
+                attempt=call.attempt,
+                deadline=call.deadline,
+                listener=call,
+            )
+        except Refused as exc:
+            if exc.code in _SESSION_EXHAUSTED:
+                self.pool.retire(session)
+            else:  # the call itself breaks the grant: the worker never saw it
+                call.resolve(ledger.fail(call.op_id, f"refused by the host: {exc}"),
+                             error_code=exc.code)
+            return False
+        except SessionUnusable:
+            return False
+        return True
+
+    async def _retry(self, call: SupervisedCall) -> None:
+        """Wait the back-off, then the next attempt with the same idempotency key."""
+        call.retry_pending = False
+        wait = self.retry_backoff * 2 ** max(0, call.attempt - 1)
+        try:
+            if call.deadline is not None:
+                wait = min(wait, max(0.0, call.deadline - trio.current_time()))
+            await trio.sleep(wait)
+        except BaseException:
+            self._resolve_undispatched(call, "cancelled")
+            raise
+        retry_class = (
+            RetryClass.RATE_LIMITED if call.error_code == "rate_limited" else RetryClass.TRANSIENT
+        )
+        try:
+            invocation = self.ledger.retry(call.op_id, retry_class)
+        except LedgerError:
+            call.resolve(self.ledger.fail(call.op_id, call.error or "failed"))
+            return
+        call.attempt = invocation.attempt
+        call.session_call = None
+
+    def _resolve_undispatched(self, call: SupervisedCall, why: str, message: str = "") -> None:
+        """End a call that is not in flight: cancelled, out of time, or no worker."""
+        if call.resolved:
+            return
+        ledger = self.ledger
+        try:
+            if why == "no_worker":
+                if not call.claimed:
+                    ledger.claim(call.op_id)
+                    call.claimed = True
+                call.resolve(ledger.fail(call.op_id, message), error_code="no_worker")
+            else:  # never dispatched (this attempt): a direct cancel is always safe
+                call.resolve(ledger.cancel(call.op_id))
+        except LedgerError:
+            call.resolve(ledger.cancel(call.op_id))
+
+    # -- indeterminate operations -----------------------------------------------------------
+
+    def _note_indeterminate(self, call: SupervisedCall) -> None:
+        self._indeterminate[call.op_id] = call.deadline
+        self._expiry_kick.set()
+
+    async def _expire_indeterminate(self) -> None:
+        """Expire indeterminate operations once their deadline (plus slack) has passed."""
+        while True:
+            deadlines = [d for d in self._indeterminate.values() if d is not None]
+            wake = min(deadlines) + EXPIRY_SLACK if deadlines else math.inf
+            with trio.move_on_at(wake):
+                await self._expiry_kick.wait()
+            self._expiry_kick = trio.Event()
+            if trio.current_time() >= wake:
+                self.ledger.expire_timed_out()
+            for op_id in list(self._indeterminate):
+                try:
+                    if self.ledger.outcome(op_id) is None:
+                        continue
+                except LedgerError:
+                    pass
+                del self._indeterminate[op_id]
+
+    async def reconcile(self, op_id: int) -> LedgerOutcome | None:
+        """Ask a fresh worker about an operation (a ``reconcile`` frame with its
+        idempotency key) and apply the answer: the ledger outcome, or None while it is
+        still running or unknown. Never re-dispatches the operation."""
+        ledger = self.ledger
+        done = ledger.outcome(op_id)
+        if done is not None:
+            return done
+        info = ledger.status(op_id)
+        session = await self.pool.acquire(trio.current_time() + self.acquire_timeout)
+        try:
+            status = await session.reconcile(
+                info.tool, info.idempotency_key, self.reconcile_timeout
+            )
+        finally:
+            self.pool.release(session)
+        return ledger.reconcile(op_id, _reconcile_status(status))
+
+    def _on_ledger_event(self, event: AuditEvent) -> None:
+        if event.kind in TERMINAL_KINDS:
+            key = self._key_of.pop(event.op_id, None)
+            if key is not None:
+                self._live_keys.pop(key, None)
+
+
+def _reconcile_status(status: Status) -> ReconcileStatus:
+    if isinstance(status, Succeeded):
+        payload = status.payload
+        fmt: Literal["text", "json"] = "json" if isinstance(payload, JsonPayload) else "text"
+        return ReconcileStatus.succeeded(payload.value, fmt)
+    if isinstance(status, Failed):
+        return ReconcileStatus.failed(status.message)
+    if isinstance(status, CancelledState):
+        return ReconcileStatus.cancelled()
+    if isinstance(status, Running):
+        return ReconcileStatus.running()
+    return ReconcileStatus.unknown()
+
+
+def _check_seconds(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number of seconds, not {value!r}")
+    if not 0 < value < math.inf:
+        raise ValueError(f"{name} must be a positive, finite number of seconds")
