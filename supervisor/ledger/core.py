@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from os import PathLike
@@ -56,8 +56,9 @@ from supervisor.ledger.errors import (
     UnknownTool,
 )
 from supervisor.ledger.keys import SessionNonce
-from supervisor.ledger.policy import RetryClass, StreamPolicy, ToolPolicy, check_id
-from supervisor.ledger.records import OpRecord, operation_digest, result_digest
+from supervisor.ledger.operation import Operation
+from supervisor.ledger.policy import RetryClass, ToolPolicy, check_id
+from supervisor.ledger.records import OpRecord, result_digest
 from supervisor.ledger.types import (
     MAX_MESSAGE_BYTES,
     CancellationTicket,
@@ -96,35 +97,6 @@ class _Tool:
         self.contract = contract
         self.redactor: Redactor | None = None
         self.reserved = False  # started or claimed here: the redactor is fixed
-
-
-class _Op:
-    """One operation. ``deadline_at`` is on the ledger's (monotonic) clock."""
-
-    __slots__ = ("attempt", "call_index", "chunks", "deadline_at", "emitted_bytes", "format",
-                 "id", "indeterminate", "key", "max_attempts", "max_output_bytes", "outcome",
-                 "source_bytes", "state", "stream", "tool", "value")
-
-    def __init__(self, op_id: int, tool: str, call_index: int, key: str, fmt: Any, value: Any,
-                 max_attempts: int, max_output_bytes: int, deadline_at: float | None,
-                 stream: StreamPolicy | None) -> None:
-        self.id = op_id
-        self.tool = tool
-        self.call_index = call_index
-        self.key = key
-        self.format = fmt
-        self.value = value
-        self.max_attempts = max_attempts
-        self.max_output_bytes = max_output_bytes
-        self.deadline_at = deadline_at
-        self.stream = stream
-        self.state = _Q
-        self.attempt = 0
-        self.indeterminate = False
-        self.chunks = 0
-        self.source_bytes = 0
-        self.emitted_bytes = 0
-        self.outcome: Outcome | None = None
 
 
 class _Waiter:
@@ -178,10 +150,13 @@ class Ledger:
         self._subscribers = self._trail.subscribers
         self._tools: dict[str, _Tool] = {}
         self._calls: dict[str, int] = {}
-        self._live: dict[int, _Op] = {}
-        self._queued: dict[int, _Op] = {}
+        self._live: dict[int, Operation] = {}
+        # Claim order. Entries that left the queued state are skipped, and dropped when
+        # they reach the front or when they outnumber the queued ones.
+        self._queue: deque[Operation] = deque()
+        self._queued = 0
         self._deadlines: list[tuple[float, int]] = []
-        self._retained: OrderedDict[int, _Op] = OrderedDict()
+        self._retained: OrderedDict[int, Operation] = OrderedDict()
         self._waiters: dict[int, _Waiter] = {}
         self._next_id = 1
         self._batch_depth = 0
@@ -279,27 +254,36 @@ class Ledger:
         limits = None if stream is None else stream.as_tuple()
         key = idempotency_key or f"{self._key_prefix}-{op_id}"
         fmt, max_attempts, max_output = policy.format, policy.max_attempts, policy.max_output_bytes
-        digest = operation_digest(op_id, tool, call_index, key, fmt, max_attempts, max_output,
-                                  deadline_wall, limits, data)
-        persist = None
+        persist = digest = None
         if self._journal is not None:
-            persist = self._persist(OpRecord(
+            # The event vouches for the journaled record: recovery checks the digest.
+            record = OpRecord(
                 op_id=op_id, tool=tool, call_index=call_index, idempotency_key=key,
                 format=fmt, input=data, max_attempts=max_attempts, max_output_bytes=max_output,
-                deadline_wall=deadline_wall, stream=limits), None)
+                deadline_wall=deadline_wall, stream=limits)
+            digest = record.digest()
+            persist = self._persist(record, None)
         event = self._trail.record(wall, op_id, tool, call_index, 0, AuditKind.STARTED,
                                    len(data), 0, key, digest, persist)
         self._next_id = op_id + 1
         self._calls[tool] = call_index
         entry.reserved = True
         deadline_at = None if deadline is None else self._clock() + deadline
-        op = _Op(op_id, tool, call_index, key, fmt, value, max_attempts, max_output, deadline_at,
-                 stream)
+        op = Operation(op_id, tool, call_index, key, fmt, value, max_attempts, max_output,
+                       deadline_at, stream)
         self._live[op_id] = op
-        self._queued[op_id] = op
+        queue = self._queue
+        queue.append(op)
+        self._queued += 1
+        if len(queue) > 2 * self._queued + 32:
+            self._compact_queue()
         if deadline_at is not None:
-            heapq.heappush(self._deadlines, (deadline_at, op_id))
-        self._publish(event)
+            heap = self._deadlines
+            heapq.heappush(heap, (deadline_at, op_id))
+            if len(heap) > 2 * len(self._live) + 64:
+                self._compact_deadlines()
+        if self._subscribers:
+            self._publish(event)
         return op_id
 
     def claim_next(self) -> Invocation | None:
@@ -308,9 +292,12 @@ class Ledger:
         Skipped, and left queued: operations whose deadline has passed (the next
         ``expire_timed_out`` ends them) and those of tools not registered (again) yet.
         """
+        queue = self._queue
+        while queue and queue[0].state is not _Q:
+            queue.popleft()
         now: float | None = None
-        for op in self._queued.values():
-            if op.tool not in self._tools:
+        for op in queue:
+            if op.state is not _Q or op.tool not in self._tools:
                 continue
             if op.deadline_at is not None:
                 if now is None:
@@ -331,13 +318,24 @@ class Ledger:
             raise DeadlineElapsed(f"operation {op_id}: its deadline has passed", op_id=op_id)
         return self._claim(op, now)
 
-    def _claim(self, op: _Op, now: float | None) -> Invocation:
+    def _compact_deadlines(self) -> None:
+        """Resolved operations leave their heap entries behind; drop them in bulk."""
+        live = self._live
+        self._deadlines = [entry for entry in self._deadlines if entry[1] in live]
+        heapq.heapify(self._deadlines)
+
+    def _compact_queue(self) -> None:
+        """Claimed or resolved entries that are not at the front pile up; drop them."""
+        self._queue = deque(op for op in self._queue if op.state is _Q)
+
+    def _claim(self, op: Operation, now: float | None) -> Invocation:
         event = self._record_op(op, AuditKind.CLAIMED, 1)
-        del self._queued[op.id]
+        self._queued -= 1
         op.state = _C
         op.attempt = 1
         self._tools[op.tool].reserved = True
-        self._publish(event)
+        if self._subscribers:
+            self._publish(event)
         return self._invocation(op, now)
 
     def retry(self, op_id: int, retry_class: RetryClass | str) -> Invocation:
@@ -360,7 +358,8 @@ class Ledger:
         event = self._record_op(op, AuditKind.RETRY_SCHEDULED, op.attempt + 1,
                                 detail=retry_class.value)
         op.attempt += 1
-        self._publish(event)
+        if self._subscribers:
+            self._publish(event)
         return self._invocation(op, now)
 
     def push_chunk(self, op_id: int, text: str) -> StreamChunk:
@@ -421,13 +420,15 @@ class Ledger:
         op.chunks = index
         op.source_bytes += size
         op.emitted_bytes += emitted_size
-        self._publish(event)
+        if self._subscribers:
+            self._publish(event)
         return StreamChunk(id=op.id, index=index, text=emitted, source_bytes=size,
                            emitted_bytes=emitted_size)
 
-    def _deny_chunk(self, op: _Op, size: int, emitted: int, why: str) -> None:
-        self._publish(self._record_op(op, AuditKind.STREAM_DENIED, op.attempt, size, emitted,
-                                      why))
+    def _deny_chunk(self, op: Operation, size: int, emitted: int, why: str) -> None:
+        event = self._record_op(op, AuditKind.STREAM_DENIED, op.attempt, size, emitted, why)
+        if self._subscribers:
+            self._publish(event)
 
     def complete(self, op_id: int, value: Any) -> Outcome:
         """The worker's result. Checked against format, size and contract: ``Completed``
@@ -457,7 +458,8 @@ class Ledger:
         if op.state is _C:
             event = self._record_op(op, AuditKind.CANCELLATION_REQUESTED, op.attempt)
             op.state = _CR
-            self._publish(event)
+            if self._subscribers:
+                self._publish(event)
         return CancellationTicket(id=op.id, tool=op.tool, call_index=op.call_index,
                                   attempt=op.attempt, idempotency_key=op.key)
 
@@ -492,7 +494,8 @@ class Ledger:
         event = self._record_op(op, AuditKind.INDETERMINATE, op.attempt,
                                 detail=_truncate(str(cause), _DETAIL_CHARS))
         op.indeterminate = True
-        self._publish(event)
+        if self._subscribers:
+            self._publish(event)
 
     def reconcile(self, op_id: int, status: ReconcileStatus) -> Outcome | None:
         """Apply a worker's authenticated ``reconciled`` status for this operation's key.
@@ -515,8 +518,9 @@ class Ledger:
             if late:
                 raise DeadlineElapsed(f"operation {op_id}: its deadline has passed; expire "
                                       f"it", op_id=op_id)
-            self._publish(self._record_op(op, AuditKind.RECONCILE_OBSERVED, op.attempt,
-                                          detail=state))
+            event = self._record_op(op, AuditKind.RECONCILE_OBSERVED, op.attempt, detail=state)
+            if self._subscribers:
+                self._publish(event)
             return None
         if late:
             return self._time_out(op, "late_reconciliation")
@@ -717,7 +721,7 @@ class Ledger:
             waiter.failure = self._unusable
             waiter.event.set()
 
-    def _record_op(self, op: _Op, kind: str, attempt: int, bytes_in: int = 0,
+    def _record_op(self, op: Operation, kind: str, attempt: int, bytes_in: int = 0,
                    bytes_out: int = 0, detail: str = "", digest: str | None = None,
                    terminal: tuple[str, bytes | None] | None = None) -> AuditEvent:
         """Chain (and journal: committed unless batching) one event of ``op``."""
@@ -738,20 +742,18 @@ class Ledger:
         return write
 
     def _publish(self, event: AuditEvent) -> None:
-        subscribers = self._subscribers
-        if subscribers:
-            if self._batch_depth:
-                self._deferred.append(lambda: self._trail.notify(event))
-            else:
-                self._trail.notify(event)
+        if self._batch_depth:
+            self._deferred.append(lambda: self._trail.notify(event))
+        else:
+            self._trail.notify(event)
 
-    def _live_op(self, op_id: int) -> _Op:
+    def _live_op(self, op_id: int) -> Operation:
         op = self._live.get(op_id)
         if op is None:
             raise self._gone(op_id, "it has ended")
         return op
 
-    def _dispatched(self, op_id: int, *, allow_cancel_requested: bool) -> _Op:
+    def _dispatched(self, op_id: int, *, allow_cancel_requested: bool) -> Operation:
         op = self._live.get(op_id)
         if op is None:
             raise self._gone(op_id, "it has ended")
@@ -767,7 +769,7 @@ class Ledger:
             return AlreadyCompleted(f"operation {op_id}: {why}", op_id=op_id)
         return UnknownOperation(f"no operation {op_id!r} in this ledger")
 
-    def _entry(self, op: _Op) -> _Tool:
+    def _entry(self, op: Operation) -> _Tool:
         entry = self._tools.get(op.tool)
         if entry is None:
             raise UnknownTool(
@@ -775,29 +777,29 @@ class Ledger:
                 f"restart, register it again (policy, redactor, contract) first", op_id=op.id)
         return entry
 
-    def _refuse_indeterminate(self, op: _Op, what: str) -> None:
+    def _refuse_indeterminate(self, op: Operation, what: str) -> None:
         if op.indeterminate:
             raise OperationIndeterminate(
                 f"operation {op.id} is indeterminate and cannot be {what}", op_id=op.id)
 
-    def _late(self, op: _Op) -> bool:
+    def _late(self, op: Operation) -> bool:
         return op.deadline_at is not None and self._clock() >= op.deadline_at
 
-    def _remaining_ms(self, op: _Op, now: float | None) -> int | None:
+    def _remaining_ms(self, op: Operation, now: float | None) -> int | None:
         if op.deadline_at is None:
             return None
         if now is None:
             now = self._clock()
         return max(0, math.ceil((op.deadline_at - now) * 1000))
 
-    def _invocation(self, op: _Op, now: float | None) -> Invocation:
+    def _invocation(self, op: Operation, now: float | None) -> Invocation:
         return Invocation(
             id=op.id, tool=op.tool, value=op.value, format=op.format,
             call_index=op.call_index, attempt=op.attempt, max_attempts=op.max_attempts,
             idempotency_key=op.key, stream=op.stream, max_output_bytes=op.max_output_bytes,
             remaining_deadline_ms=self._remaining_ms(op, now))
 
-    def _info(self, op: _Op, now: float) -> OperationInfo:
+    def _info(self, op: Operation, now: float) -> OperationInfo:
         return OperationInfo(
             id=op.id, tool=op.tool, state=op.state, call_index=op.call_index,
             attempt=op.attempt, max_attempts=op.max_attempts, idempotency_key=op.key,
@@ -808,7 +810,7 @@ class Ledger:
 
     # -- resolution -------------------------------------------------------------------
 
-    def _accept(self, op: _Op, entry: _Tool, value: Any) -> Outcome:
+    def _accept(self, op: Operation, entry: _Tool, value: Any) -> Outcome:
         try:
             data = payloads.encode(op.format, value)
         except payloads.PayloadError as exc:
@@ -823,37 +825,42 @@ class Ledger:
                 return self._deny(op, reason, size)
         outcome = Completed(value)
         event = self._record_op(op, AuditKind.COMPLETED, op.attempt, 0, size,
-                                digest=result_digest(data), terminal=(AuditKind.COMPLETED, data))
+                                digest=self._result_digest(data),
+                                terminal=(AuditKind.COMPLETED, data))
         return self._resolve(op, outcome, event)
 
-    def _deny(self, op: _Op, reason: str, size: int) -> Outcome:
+    def _result_digest(self, body: bytes) -> str | None:
+        """Only a journaled result needs vouching for (in memory there is no copy)."""
+        return None if self._journal is None else result_digest(body)
+
+    def _deny(self, op: Operation, reason: str, size: int) -> Outcome:
         event = self._record_op(op, AuditKind.DENIED, op.attempt, 0, size, reason,
                                 terminal=(AuditKind.DENIED, None))
         return self._resolve(op, Denied(reason), event)
 
-    def _fail(self, op: _Op, message: str) -> Outcome:
+    def _fail(self, op: Operation, message: str) -> Outcome:
         message = _truncate(message, MAX_MESSAGE_BYTES)
         body = message.encode(errors="replace")
         message = body.decode()
         event = self._record_op(op, AuditKind.FAILED, op.attempt, 0, len(body),
-                                _truncate(message, _DETAIL_CHARS), result_digest(body),
+                                _truncate(message, _DETAIL_CHARS), self._result_digest(body),
                                 (AuditKind.FAILED, body))
         return self._resolve(op, Failed(message), event)
 
-    def _cancel(self, op: _Op, reason: str) -> Outcome:
+    def _cancel(self, op: Operation, reason: str) -> Outcome:
         event = self._record_op(op, AuditKind.CANCELLED, op.attempt, detail=reason,
                                 terminal=(AuditKind.CANCELLED, None))
         return self._resolve(op, Cancelled(reason), event)
 
-    def _time_out(self, op: _Op, reason: str) -> Outcome:
+    def _time_out(self, op: Operation, reason: str) -> Outcome:
         event = self._record_op(op, AuditKind.TIMED_OUT, op.attempt, detail=reason,
                                 terminal=(AuditKind.TIMED_OUT, None))
         return self._resolve(op, TimedOut(reason), event)
 
-    def _resolve(self, op: _Op, outcome: Outcome, event: AuditEvent) -> Outcome:
+    def _resolve(self, op: Operation, outcome: Outcome, event: AuditEvent) -> Outcome:
         op_id = op.id
         if op.state is _Q:
-            del self._queued[op_id]
+            self._queued -= 1
         op.state = _R
         op.outcome = outcome
         op.value = None  # the input is not needed any more
@@ -869,7 +876,8 @@ class Ledger:
                 self._deferred.append(waiter.event.set)
             else:
                 waiter.event.set()
-        self._publish(event)
+        if self._subscribers:
+            self._publish(event)
         return outcome
 
     # -- recovery -----------------------------------------------------------------------
@@ -882,28 +890,18 @@ class Ledger:
         self._next_id = found.last_op_id + 1
         self._calls = dict(found.calls)
         now, wall = self._clock(), self._wall()
-        in_flight: list[_Op] = []
-        for recovered in found.live.values():
-            record = recovered.record
-            deadline_at = (None if record.deadline_wall is None
-                           else now + (record.deadline_wall - wall))
-            stream = None if record.stream is None else StreamPolicy(*record.stream)
-            op = _Op(record.op_id, record.tool, record.call_index, record.idempotency_key,
-                     record.format, payloads.decode(record.format, record.input),
-                     record.max_attempts, record.max_output_bytes, deadline_at, stream)
-            op.state = recovered.state
-            op.attempt = recovered.attempt
-            op.indeterminate = recovered.indeterminate
-            op.chunks = recovered.chunks
-            op.source_bytes = recovered.source_bytes
-            op.emitted_bytes = recovered.emitted_bytes
+        in_flight: list[Operation] = []
+        for record, op in found.live.values():
+            op.value = payloads.decode(record.format, record.input)
+            if record.deadline_wall is not None:
+                op.deadline_at = now + (record.deadline_wall - wall)
+                self._deadlines.append((op.deadline_at, op.id))
             self._live[op.id] = op
             if op.state is _Q:
-                self._queued[op.id] = op
+                self._queue.append(op)
+                self._queued += 1
             else:
                 in_flight.append(op)
-            if deadline_at is not None:
-                self._deadlines.append((deadline_at, op.id))
         heapq.heapify(self._deadlines)
         # Claimed before the crash: the effect may or may not have happened. Say so in the
         # chain, in one transaction, and never hand them out again.

@@ -32,7 +32,7 @@ _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
 CREATE TABLE operations(
     op_id INTEGER PRIMARY KEY, tool TEXT NOT NULL, call_index INTEGER NOT NULL,
-    idempotency_key TEXT NOT NULL UNIQUE, format TEXT NOT NULL, input BLOB NOT NULL,
+    idempotency_key TEXT NOT NULL, format TEXT NOT NULL, input BLOB NOT NULL,
     max_attempts INTEGER NOT NULL, max_output_bytes INTEGER NOT NULL, deadline_wall REAL,
     stream TEXT) STRICT;
 CREATE TABLE events(

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from supervisor.ledger.audit import GENESIS_HASH, TERMINAL_KINDS, AuditEvent, AuditKind, event_hash
 from supervisor.ledger.errors import AuditChainBroken, JournalCorrupt
 from supervisor.ledger.journal import SqliteJournal
+from supervisor.ledger.operation import Operation
 from supervisor.ledger.records import OpRecord, result_digest
 from supervisor.ledger.types import OperationState
 
@@ -26,27 +27,11 @@ _CR = OperationState.CANCELLATION_REQUESTED
 _WITH_BODY = (AuditKind.COMPLETED, AuditKind.FAILED)
 
 
-class RecoveredOp:
-    """A non-terminal operation as the journal left it."""
-
-    __slots__ = ("attempt", "chunks", "emitted_bytes", "indeterminate", "record",
-                 "source_bytes", "state")
-
-    def __init__(self, record: OpRecord) -> None:
-        self.record = record
-        self.state = _Q
-        self.attempt = 0
-        self.indeterminate = False
-        self.chunks = 0
-        self.source_bytes = 0
-        self.emitted_bytes = 0
-
-
 class Recovery:
     """What a reopened ledger continues from."""
 
     def __init__(self, ring: int) -> None:
-        self.live: dict[int, RecoveredOp] = {}
+        self.live: dict[int, tuple[OpRecord, Operation]] = {}
         self.calls: dict[str, int] = {}
         self.seq = 0
         self.head = GENESIS_HASH
@@ -59,7 +44,7 @@ def _corrupt(event: AuditEvent, why: str) -> JournalCorrupt:
                           f"{event.op_id}): {why}")
 
 
-def _apply(op: RecoveredOp, event: AuditEvent) -> None:
+def _apply(op: Operation, event: AuditEvent) -> None:
     """One non-``started`` event: check it is a transition the ledger makes, apply it."""
     kind, state = event.kind, op.state
     if kind == AuditKind.CLAIMED:
@@ -69,7 +54,7 @@ def _apply(op: RecoveredOp, event: AuditEvent) -> None:
         return
     if kind == AuditKind.RETRY_SCHEDULED:
         if (state is not _C or op.indeterminate or event.attempt != op.attempt + 1
-                or event.attempt > op.record.max_attempts):
+                or event.attempt > op.max_attempts):
             raise _corrupt(event, "retry that the ledger would have refused")
         op.attempt = event.attempt
         return
@@ -148,12 +133,13 @@ def replay(journal: SqliteJournal, ring: int) -> Recovery:
                 raise _corrupt(event, f"call index {record.call_index}, expected {calls}")
             out.calls[record.tool] = calls
             out.last_op_id = event.op_id
-            live[event.op_id] = RecoveredOp(record)
+            live[event.op_id] = (record, Operation.from_record(record))
             continue
-        op = live.get(event.op_id)
-        if op is None:
+        found = live.get(event.op_id)
+        if found is None:
             raise _corrupt(event, "no such operation, or it had already ended")
-        if event.tool != op.record.tool or event.call_index != op.record.call_index:
+        op = found[1]
+        if event.tool != op.tool or event.call_index != op.call_index:
             raise _corrupt(event, "tool or call index differs from the operation's")
         _apply(op, event)
         if event.kind in TERMINAL_KINDS:

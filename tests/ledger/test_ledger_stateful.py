@@ -305,7 +305,7 @@ class DurableLedgerMachine(LedgerMachine):
         assert self.ledger._journal is not None
         found = replay(self.ledger._journal, 1)
         replayed = {op: (r.state, r.attempt, r.indeterminate, r.chunks, r.source_bytes,
-                         r.emitted_bytes) for op, r in found.live.items()}
+                         r.emitted_bytes) for op, (_, r) in found.live.items()}
         assert replayed == {i.id: (i.state, i.attempt, i.indeterminate, i.chunks,
                                    i.source_bytes, i.emitted_bytes)
                             for i in self.ledger.pending()}
