@@ -6,7 +6,8 @@ a durable SQLite journal that survives a crash. See docs/ledger.md.
 """
 
 from supervisor.ledger.audit import AuditEvent, AuditKind, AuditSubscriber
-from supervisor.ledger.core import Ledger, Redactor
+from supervisor.ledger.core import Ledger
+from supervisor.ledger.engine import Redactor
 from supervisor.ledger.errors import (
     AlreadyClaimed,
     AlreadyCompleted,
