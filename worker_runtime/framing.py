@@ -1,14 +1,15 @@
 """Frames (spec section 4): seal, open, and a bounded line reader. No I/O.
 
 A frame is ``TAG SP BODY LF`` where TAG is the lowercase hex HMAC-SHA256 of the exact BODY
-bytes under the sender's directional key. `Opener.open` runs the receiver checks 1-9 in the
-spec's order; nothing is decoded before the MAC verifies, and a failure changes nothing, so
-the correct line still opens afterwards.
+bytes under the sender's directional key. `Opener.open` reports the first failing receiver
+check in the spec's order (1-9); nothing is decoded before the MAC verifies, and a failure
+changes nothing, so the correct line still opens afterwards.
 """
 
 from __future__ import annotations
 
 import binascii
+import hashlib
 import hmac
 from collections import deque
 from typing import Any, Generic, TypeVar
@@ -32,17 +33,47 @@ from .limits import MAX_LINE_BYTES, MAX_SEQUENCE, PROTOCOL_VERSION, TAG_HEX_CHAR
 from .messages import Body
 
 _HEX = b"0123456789abcdef"
-_DIGEST = "sha256"
+_BLOCK = 64  # SHA-256 block size
+_compare = hmac.compare_digest
+_LF = 10  # `int in bytes` is a plain memchr, cheaper than `b"\n" in bytes`
 M = TypeVar("M", bound=Body)
+
+
+class FrameMac:
+    """HMAC-SHA256 (RFC 2104) under one key, with the padded key blocks hashed once.
+
+    Each tag then costs two ``copy()``s of precomputed SHA-256 states instead of a fresh
+    HMAC set-up: about half the time of ``hmac.digest`` for a small frame.
+    """
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > _BLOCK:
+            key = hashlib.sha256(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in key)).copy
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in key)).copy
+
+    def digest(self, data: bytes) -> bytes:
+        inner = self._inner()
+        inner.update(data)
+        outer = self._outer()
+        outer.update(inner.digest())
+        return outer.digest()
+
+    def hexdigest(self, data: bytes) -> bytes:
+        """The tag as 64 lowercase hex bytes."""
+        return binascii.hexlify(self.digest(data))
 
 
 class Sealer:
     """The sending half of one direction: owns the outgoing sequence counter."""
 
-    __slots__ = ("_encode", "_key", "_next", "_sid")
+    __slots__ = ("_encode", "_mac", "_next", "_sid")
 
     def __init__(self, key: bytes, session_id: str) -> None:
-        self._key = key
+        self._mac = FrameMac(key)
         self._sid = session_id
         self._next = 1
         self._encode = msgspec.json.Encoder().encode
@@ -51,20 +82,22 @@ class Sealer:
     def next_seq(self) -> int:
         return self._next
 
-    def seal(self, kind: type[Body], **fields: Any) -> bytes:
+    def seal(self, kind: type[Body], *args: Any, **fields: Any) -> bytes:
         """The exact line (with LF) for one message; the counter advances only on success.
 
-        Raises `Refused` (nothing sealed) if the line would exceed the frame limit.
+        ``args``/``fields`` are the kind's own fields (after ``v``, ``sid``, ``seq``);
+        positional is a little faster, for the frames that carry data. Raises `Refused`
+        (nothing sealed) if the line would exceed the frame limit.
         """
         seq = self._next
         if seq > MAX_SEQUENCE:
             raise Refused("sequence_exhausted", "this direction has used every sequence number")
-        body = self._encode(kind(v=PROTOCOL_VERSION, sid=self._sid, seq=seq, **fields))
+        body = self._encode(kind(PROTOCOL_VERSION, self._sid, seq, *args, **fields))
         if len(body) + TAG_HEX_CHARS + 1 > MAX_LINE_BYTES:
             raise Refused(
                 "frame_too_large", f"a {kind.__name__.lower()} frame would exceed the line limit"
             )
-        tag = binascii.hexlify(hmac.digest(self._key, body, _DIGEST))
+        tag = self._mac.hexdigest(body)
         self._next = seq + 1
         return b"".join((tag, b" ", body, b"\n"))
 
@@ -72,11 +105,11 @@ class Sealer:
 class Opener(Generic[M]):
     """The receiving half of one direction: owns the expected sequence counter."""
 
-    __slots__ = ("_decode", "_key", "_next", "_sid")
+    __slots__ = ("_decode", "_mac", "_next", "_sid")
 
     def __init__(self, key: bytes, session_id: str, kinds: Any) -> None:
         """``kinds`` is the union of message types the peer may send."""
-        self._key = key
+        self._mac = FrameMac(key)
         self._sid = session_id
         self._next = 1
         self._decode = msgspec.json.Decoder(kinds).decode
@@ -86,20 +119,23 @@ class Opener(Generic[M]):
         return self._next
 
     def open(self, line: bytes) -> M:
-        """Verify and decode one line (without its LF); checks 1-9 of section 4, in order."""
+        """Verify and decode one line (without its LF): checks 1-9 of section 4.
+
+        A failure raises the error of the first check that fails in the spec's order.
+        """
         if len(line) > MAX_LINE_BYTES:  # 1. line length
             raise LineTooLong(f"line of {len(line)} bytes exceeds {MAX_LINE_BYTES}")
         split = line.find(b" ")  # 2. split at the first space
         if split < 0:
             raise MalformedFrame("no space between tag and body")
-        if b"\n" in line:
-            raise MalformedFrame("a line feed inside the frame")
         tag = line[:split]
-        if split != TAG_HEX_CHARS or tag.strip(_HEX):  # 3. tag grammar
-            raise BadTag("tag is not 64 lowercase hex characters")
         body = line[split + 1 :]
-        expected = hmac.digest(self._key, body, _DIGEST)  # 4. constant-time verify
-        if not hmac.compare_digest(expected, binascii.unhexlify(tag)):
+        # 3. and 4.: verify first (constant time); on failure, say which check failed
+        if not _compare(self._mac.hexdigest(body), tag) or _LF in body:
+            if _LF in line:
+                raise MalformedFrame("a line feed inside the frame")
+            if split != TAG_HEX_CHARS or tag.strip(_HEX):
+                raise BadTag("tag is not 64 lowercase hex characters")
             raise TagMismatch("frame tag does not verify")
         try:  # 5. strict decode
             msg: M = self._decode(body)

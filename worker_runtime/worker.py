@@ -252,7 +252,7 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
         except StateViolation:
             return None
         try:
-            line = self._sealer.seal(Chunk, rid=rid, index=call.chunks + 1, text=text)
+            line = self._sealer.seal(Chunk, rid, call.chunks + 1, text)  # rid, index, text
         except Refused:
             return None
         rules.admit_chunk(call, size)
@@ -273,7 +273,7 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
         except StateViolation as exc:
             raise Refused.because(exc) from None
         try:
-            line = self._sealer.seal(Result, rid=rid, payload=payload)
+            line = self._sealer.seal(Result, rid, payload)  # rid, payload
         except Refused as exc:
             raise Refused("output_too_large", str(exc)) from None
         return self._finish(call, line, Succeeded(payload), payload_size(payload))

@@ -4,6 +4,7 @@ connections never disagree whatever the interleaving of frames in flight."""
 from __future__ import annotations
 
 import contextlib
+import hmac
 from collections import deque
 from typing import Any
 
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proto_fixtures import GRANTS, KEYS, SID, forge
 
+from worker_runtime.framing import FrameMac
 from worker_runtime.messages import (
     Cancel,
     CancelResult,
@@ -97,6 +99,13 @@ def test_any_single_byte_change_fails_and_changes_nothing(
         raise AssertionError(f"a changed line opened: {bad!r}")
     assert opener.next_seq == 1
     assert opener.open(line).seq == 1  # the correct line still opens afterwards
+
+
+@given(st.binary(min_size=1, max_size=200), st.binary(max_size=3000))
+def test_the_precomputed_frame_mac_is_hmac_sha256(key: bytes, data: bytes) -> None:
+    mac = FrameMac(key)
+    assert mac.digest(data) == hmac.digest(key, data, "sha256")
+    assert mac.hexdigest(data) == hmac.new(key, data, "sha256").hexdigest().encode()
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
