@@ -9,7 +9,7 @@ characters were quoted.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 # ---------------------------------------------------------------------------- words
@@ -346,8 +346,6 @@ Node: TypeAlias = (
 class Program:
     body: Sequence
     source: str = ""
-    #: set when the script used process substitution anywhere (checked at run time)
-    meta: dict[str, object] = field(default_factory=dict)
 
 
 EMPTY_SEQUENCE = Sequence(())

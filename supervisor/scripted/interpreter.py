@@ -708,6 +708,9 @@ class Interpreter(ControlMixin, Expander):
         from .state import _generations
 
         child = copy.copy(self)
+        # both sides get a new generation: a Var of the moment of the fork is copied
+        # before either of them changes it (the parent keeps running concurrently)
+        self.gen = next(_generations)
         child.vars = dict(self.vars)
         child.frames = [dict(f) for f in self.frames]
         child.gen = next(_generations)

@@ -9,6 +9,7 @@ the tree means what bash means.
 
 from __future__ import annotations
 
+import contextlib
 from functools import lru_cache
 from typing import Any
 
@@ -57,7 +58,7 @@ class _Converter:
             table = [0] * (len(self.data) + 1)
             b = 0
             for i, ch in enumerate(self.src):
-                n = len(ch.encode())
+                n = len(ch.encode("utf-8", "surrogatepass"))
                 for k in range(n):
                     table[b + k] = i
                 b += n
@@ -88,7 +89,11 @@ class _Converter:
         node = self._subst.get(offset)
         if node is None:
             return None
-        body = [ch for ch in node.children if ch.is_named]
+        body = list(node.children)
+        if body and not body[0].is_named:
+            body = body[1:]  # $( or ` or <(
+        if body and not body[-1].is_named and body[-1].type in (")", "`"):
+            body = body[:-1]
         return A.Program(self.sequence(body)), self.c(node.end_byte)
 
     def parse_fragment(self, text: str) -> A.Program:
@@ -581,10 +586,8 @@ class _Converter:
         if value is not None and index is None and not append and len(value.parts) == 1:
             part = value.parts[0]
             if type(part) is A.ArithSub and part.expr.literal is not None:
-                try:
+                with contextlib.suppress(ArithError):  # reported when it runs, like bash
                     assign.arith = compile_arith(part.expr.literal)
-                except ArithError:
-                    pass  # reported when it runs, like bash
         return assign
 
     def array_items(self, start: int, end: int) -> tuple[A.ArrayItem, ...]:
@@ -720,6 +723,16 @@ class _Converter:
 
     def syntax_error(self, node: Node) -> ShellSyntaxError:
         """A bash-like message for the first ERROR/MISSING node."""
+        quote = unterminated_quote(self.src)
+        if quote is not None:
+            char, offset = quote
+            return self.error_at(f"unexpected EOF while looking for matching `{char}'", offset)
+        misplaced = _reserved_command(node)
+        if misplaced is not None:
+            return self.error_at(
+                f"syntax error near unexpected token `{self.text(misplaced)}'",
+                self.c(misplaced.start_byte),
+            )
         if node.is_missing:
             if self.c(node.start_byte) >= len(self.src.rstrip()):
                 return self.eof_error()
@@ -754,6 +767,54 @@ class _Converter:
     def eof_error(self) -> ShellSyntaxError:
         lines = self.src.count("\n") + (0 if self.src.endswith("\n") else 1)
         return ShellSyntaxError("syntax error: unexpected end of file", lines + 1, 1)
+
+
+def _reserved_command(node: Node) -> Node | None:
+    """A reserved word that tree-sitter took for a command name (``if then fi``)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if (
+            n.type == "command_name"
+            and n.text is not None
+            and n.text.decode("utf-8", "replace") in _UNEXPECTED_IN_COMMAND
+        ):
+            return n
+        stack.extend(reversed(n.children))
+    return None
+
+
+def unterminated_quote(src: str) -> tuple[str, int] | None:
+    """The quote char and offset of a quote that is never closed (comments skipped)."""
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "#" and (i == 0 or src[i - 1] in " \t\n;&|("):
+            nl = src.find("\n", i)
+            i = n if nl < 0 else nl
+            continue
+        if c == "'":
+            ansi = i > 0 and src[i - 1] == "$"
+            j = i + 1
+            while j < n and src[j] != "'":
+                j += 2 if ansi and src[j] == "\\" else 1
+            if j >= n:
+                return "'", i
+            i = j + 1
+            continue
+        if c == '"':
+            j = i + 1
+            while j < n and src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+            if j >= n:
+                return '"', i
+            i = j + 1
+            continue
+        i += 1
+    return None
 
 
 def _leaves(node: Node) -> Any:
