@@ -483,11 +483,12 @@ def _children(parent: str) -> Iterator[str]:
 _collected: set[str] = set()
 
 
-def collect_orphans(layout: CgroupLayout) -> list[str]:
-    """Remove the cgroups of sandboxes whose host died before cleaning up (once per parent)."""
+def collect_orphans(layout: CgroupLayout, *, again: bool = False) -> list[str]:
+    """Remove the cgroups of sandboxes whose host died before cleaning up: kill what is in
+    them, then rmdir. Runs once per parent and process (``again`` to scan once more)."""
     removed = []
     for h in layout.hierarchies:
-        if h.parent in _collected:
+        if h.parent in _collected and not again:
             continue
         _collected.add(h.parent)
         for name in _children(h.parent):

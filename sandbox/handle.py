@@ -29,6 +29,9 @@ from .termination import BwrapStatus, Termination, classify
 if TYPE_CHECKING:
     from .launch import LaunchPlan
 
+#: After killing the namespace's init, how long bwrap gets to reap it and exit by itself.
+KILL_GRACE = 0.05
+
 
 class Sandbox:
     """One running (or ended) sandbox. Use as a context manager, or call `cleanup`."""
@@ -51,6 +54,7 @@ class Sandbox:
         self._killed_at: float | None = None
         self._counters: CgroupCounters | None = None
         self._cleaned = False
+        self._init_pidfd: int | None = None
         # A fresh uid belongs to this sandbox alone: any process with it is part of it.
         self._uid_is_unique = plan.policy.sandbox_uid is None
 
@@ -133,39 +137,53 @@ class Sandbox:
     # --- killing ---------------------------------------------------------------------
 
     def kill(self, reason: str = "killed") -> None:
-        """SIGKILL the whole sandbox now. Idempotent, fast, synchronous; the first reason
-        given is the one recorded (``"timeout"`` classifies the end as a timeout)."""
+        """SIGKILL the whole sandbox now. Idempotent, synchronous, fast (a few ms at most);
+        the first reason given is the one recorded (``"timeout"`` classifies as timeout).
+
+        The pid namespace's init goes first: the kernel then kills everything in the
+        namespace at once (no fork gets through) and bwrap, still alive, reaps it, so no
+        orphan is left for the host's pid 1. Then the cgroup is killed as a sweep (it
+        also covers a kill before the namespace exists) and bwrap itself."""
         with self._lock:
             if self._kill_reason is None and self._returncode is None:
                 self._kill_reason = reason
                 self._killed_at = time.monotonic()
+            if self._returncode is None:
+                init = self._namespace_init()
+                if init is not None:
+                    _sigkill(init)
+                    _wait_readable(self.pidfd, KILL_GRACE)
             if self.cgroup is not None and not self.cgroup.removed:
                 self.cgroup.kill()
             if self._returncode is None:
-                with contextlib.suppress(ProcessLookupError, OSError):
-                    signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
-                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            if self.cgroup is None:
-                self._kill_namespace_init()
+                _sigkill(self.pidfd)
 
-    def _kill_namespace_init(self) -> None:
-        """Without a cgroup: kill the pid namespace's init, which takes the namespace."""
+    def _namespace_init(self) -> int | None:
+        """A pidfd for the sandbox's pid 1, opened once and checked to be ours."""
+        if self._init_pidfd is not None:
+            return self._init_pidfd
         self._read_status()
         pid = self._status.child_pid
         if pid is None:
-            return
+            return None
         try:
             fd = os.pidfd_open(pid)
         except OSError:
-            return
-        try:
-            if psutil.Process(pid).uids().real == self.uid:  # still ours, not a reused pid
-                signal.pidfd_send_signal(fd, signal.SIGCONT)
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-        except (psutil.Error, OSError):
-            pass
-        finally:
+            return None
+        if not self._is_ours(pid):  # the pid was reused after the init was reaped
             os.close(fd)
+            return None
+        self._init_pidfd = fd
+        return fd
+
+    def _is_ours(self, pid: int) -> bool:
+        try:
+            if self.cgroup is not None:
+                with open(f"/proc/{pid}/cgroup") as f:
+                    return self.cgroup.name in f.read()
+            return bool(psutil.Process(pid).uids().real == self.uid)
+        except (OSError, psutil.Error):
+            return False
 
     # --- the end -----------------------------------------------------------------------
 
@@ -191,7 +209,7 @@ class Sandbox:
         return counters.peak_memory_bytes if counters else None
 
     def survivors(self, *, thorough: bool = True) -> list[psutil.Process]:
-        """Processes of this sandbox that still exist (zombies included).
+        """Processes of this sandbox that still run (zombies are dead and left out).
 
         Always: the members of its cgroups and bwrap's process tree. ``thorough`` also
         scans every process of the machine for the sandbox's own uid (a fresh uid is
@@ -248,6 +266,9 @@ class Sandbox:
                 if stream is not None:
                     with contextlib.suppress(OSError):
                         stream.close()
+            if self._init_pidfd is not None:
+                os.close(self._init_pidfd)
+                self._init_pidfd = None
             os.close(self.pidfd)
             self._cleaned = True
 
@@ -265,6 +286,20 @@ class Sandbox:
 
 def _exists(proc: psutil.Process) -> bool:
     try:
-        return bool(proc.is_running())
+        return bool(proc.is_running()) and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def _sigkill(pidfd: int) -> None:
+    """SIGCONT then SIGKILL (a stopped process dies either way; SIGCONT is for tracers
+    and for what a freezer holds), ignoring a process already gone."""
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, OSError):
+            signal.pidfd_send_signal(pidfd, sig)
+
+
+def _wait_readable(fd: int, timeout: float) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(1, int(timeout * 1000))))

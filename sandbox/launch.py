@@ -38,7 +38,17 @@ from types import MappingProxyType
 from typing import Any
 
 from . import linux
-from .bwrap import BwrapInvocation, Dev, MountOp, Proc, RoBind, RwBind, Tmpfs, build_argv
+from .bwrap import (
+    BwrapInvocation,
+    Dev,
+    MountOp,
+    Proc,
+    RemountRo,
+    RoBind,
+    RwBind,
+    Tmpfs,
+    build_argv,
+)
 from .cgroups import CgroupLayout, SandboxCgroup, detect_layout, sandbox_cgroup_name
 from .errors import LaunchError, PolicyError, SandboxUnavailable
 from .layout import synthetic_etc, system_mounts
@@ -84,6 +94,14 @@ class Command:
 
 @cache
 def bwrap_path() -> str:
+    """``$SANDVISOR_BWRAP`` if set (exactly that file), else bwrap on PATH or in /usr/bin."""
+    chosen = os.environ.get("SANDVISOR_BWRAP")
+    if chosen is not None:
+        if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
+            raise SandboxUnavailable(
+                "bubblewrap (bwrap)", _FIX_BWRAP, f"SANDVISOR_BWRAP={chosen} is not executable"
+            )
+        return chosen
     path = shutil.which("bwrap") or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else "")
     if not path:
         raise SandboxUnavailable("bubblewrap (bwrap)", _FIX_BWRAP, "not found on PATH")
@@ -143,11 +161,17 @@ def _pin(bind: Bind, uid: int) -> _Pinned:
         st = os.fstat(path_fd)
         if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
             raise PolicyError(f"bind source {bind.source} is neither a directory nor a file")
-        if bind.writable and not _writable_by(st, uid):
+        if bind.writable and not _permits(st, uid, write=True):
             raise PolicyError(
                 f"writable bind {bind.source} is not writable by the sandbox (host uid {uid}; "
                 "sandboxes never run as host root): make it writable for others, or give "
                 "the policy a sandbox_uid that owns it"
+            )
+        if not _permits(st, uid, write=False):
+            raise PolicyError(
+                f"bind source {bind.source} is not readable by the sandbox (host uid {uid}; "
+                "sandboxes never run as host root): make it readable for others "
+                "(chmod o+rX), or give the policy a sandbox_uid that owns it"
             )
         try:
             tree = linux.clone_tree(path_fd)
@@ -160,8 +184,11 @@ def _pin(bind: Bind, uid: int) -> _Pinned:
         os.close(path_fd)
 
 
-def _writable_by(st: os.stat_result, uid: int) -> bool:
-    need = 0o3 if stat.S_ISDIR(st.st_mode) else 0o2  # w (+x to enter a directory)
+def _permits(st: os.stat_result, uid: int, *, write: bool) -> bool:
+    """Whether the mode bits let ``uid`` (group ``uid``) read, or write, the source."""
+    need = 0o2 if write else 0o4
+    if stat.S_ISDIR(st.st_mode):
+        need |= 0o1  # and enter it
     if st.st_uid == uid:
         return (st.st_mode >> 6) & need == need
     if st.st_gid == uid:
@@ -362,6 +389,8 @@ def prepare_launch(
         cleanups.append(lambda: _close_all(p.tree_fd for p in pinned))
         mounts: list[MountOp] = list(system_mounts(policy.network))
         mounts += [Proc(), RoBind("/proc/sys", "/proc/sys"), Dev()]
+        # /dev read-only but for a private, sized /dev/shm (shm_open, semaphores)
+        mounts += [Tmpfs("/dev/shm", policy.tmpfs_bytes), RemountRo("/dev")]
         mounts.append(Tmpfs("/tmp", policy.tmpfs_bytes))
         trees: list[tuple[str, int, bool]] = []
         for index, bind in enumerate(policy.binds + command.binds):

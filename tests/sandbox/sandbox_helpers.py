@@ -1,0 +1,95 @@
+"""Running hostile Python in a real sandbox, and reading back what it saw.
+
+The sandbox gets the host interpreter's prefix read-only (nothing else of /root) and runs
+``python -S -c CODE``. `PRELUDE` gives the hostile code ``sc(name, *args)``: a raw
+syscall through ctypes that returns 0 or the errno, so a test can assert exactly which
+rule refused it. `run_json` expects the code to print one JSON document last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from typing import Any
+
+from sandbox.handle import Sandbox
+from sandbox.launch import Command, prepare_launch
+from sandbox.policy import Bind, SandboxPolicy
+from sandbox.runner import RunResult, run
+from sandbox.seccomp import native_arch
+from sandbox.spawn import spawn
+
+PREFIX = os.path.realpath(sys.base_prefix)
+PYTHON = os.path.realpath(sys.executable)
+ARCH = native_arch()
+SYSCALLS = dict(ARCH.syscalls) if ARCH else {}
+SYSCALLS.update(
+    {"getpid": 39, "kill": 62, "openat": 257}
+    if ARCH and ARCH.name == "x86_64"
+    else {"getpid": 172, "kill": 129, "openat": 56}
+)
+
+PRELUDE = f"""
+import ctypes, errno, json, os, signal, socket, sys
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+NR = {SYSCALLS!r}
+def sc(name, *args):
+    conv = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    ctypes.set_errno(0)
+    r = _libc.syscall(ctypes.c_long(NR[name]), *conv)
+    return 0 if r >= 0 else ctypes.get_errno()
+def out(obj):
+    sys.stdout.flush()
+    print(json.dumps(obj))
+"""
+
+
+def py_policy(**changes: Any) -> SandboxPolicy:
+    """The default policy plus the interpreter's prefix (read-only)."""
+    binds = (Bind(PREFIX), *changes.pop("binds", ()))
+    return SandboxPolicy(binds=binds, **changes)
+
+
+def run_py(
+    code: str, *, policy: SandboxPolicy | None = None, timeout: float = 30, **kw: Any
+) -> RunResult:
+    command = Command((PYTHON, "-S", "-c", PRELUDE + code))
+    return run(policy or py_policy(), command, timeout=timeout, **kw)
+
+
+def run_json(code: str, **kw: Any) -> Any:
+    result = run_py(code, **kw)
+    assert result.reason == "exited" and result.termination.exit_code == 0, (
+        result.termination,
+        result.stderr.decode(errors="replace")[-2000:],
+    )
+    return json.loads(result.stdout.decode().strip().splitlines()[-1])
+
+
+def start_py(code: str, *, policy: SandboxPolicy | None = None) -> Sandbox:
+    """Start hostile Python in the background (stdout piped); use as a context manager."""
+    plan = prepare_launch(policy or py_policy(), Command((PYTHON, "-S", "-c", PRELUDE + code)))
+    return spawn(plan, stdout=subprocess.PIPE)
+
+
+def read_line(sandbox: Sandbox, timeout: float = 10.0) -> str:
+    """The next line the background sandbox printed (it must print one in time)."""
+    assert sandbox.popen.stdout is not None
+    fd = sandbox.popen.stdout.fileno()
+    data = b""
+    deadline = time.monotonic() + timeout
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(0.0, left))
+        if not ready:
+            raise TimeoutError(f"no line from the sandbox; so far {data!r}")
+        chunk = os.read(fd, 1)
+        if not chunk:
+            raise EOFError(f"sandbox closed stdout; so far {data!r}")
+        data += chunk
+    return data.decode().strip()

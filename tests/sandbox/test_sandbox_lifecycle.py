@@ -1,0 +1,292 @@
+"""Teardown and lifetime: kill, classify, survivors, cleanup; A21 daemonised children,
+A22 cancel defiance, A25 the host thread or the host itself dying; per-sandbox cgroups;
+launch failures that leave nothing behind; spawning from trio."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import trio
+from sandbox_helpers import PYTHON, py_policy, read_line, run_py, start_py
+
+from sandbox.cgroups import collect_orphans, detect_layout
+from sandbox.errors import LaunchError
+from sandbox.handle import Sandbox
+from sandbox.launch import Command, prepare_launch
+from sandbox.policy import SandboxPolicy
+from sandbox.runner import run
+from sandbox.spawn import Spawner, spawn
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.cgroup]
+
+TREE = Command(("/bin/sh", "-c", "for i in 1 2 3 4; do sleep 1000 & done; wait"))
+
+
+def uid_processes(uid: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["uids", "status"]):
+        uids = proc.info["uids"]
+        alive = proc.info["status"] != psutil.STATUS_ZOMBIE
+        if uids and uid in (uids.real, uids.effective) and alive:
+            found.append(proc)
+    return found
+
+
+def wait_for(predicate: object, timeout: float = 10.0) -> bool:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return bool(predicate())
+
+
+def started(sandbox: Sandbox, count: int) -> bool:
+    assert sandbox.cgroup is not None
+    return wait_for(lambda: len(sandbox.cgroup.pids()) >= count)
+
+
+def open_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def test_kill_is_idempotent_and_the_first_reason_counts() -> None:
+    fds_before = open_fds()
+    plan = prepare_launch(SandboxPolicy(), TREE)
+    sandbox = spawn(plan)
+    assert started(sandbox, 6)
+    paths = sandbox.cgroup.paths if sandbox.cgroup else []
+    sandbox.kill("cancelled")
+    sandbox.kill("timeout")
+    assert sandbox.wait(10) is not None
+    sandbox.kill("again")  # after the end: still fine
+    assert sandbox.termination().reason == "killed"
+    assert "cancelled" in sandbox.termination().detail
+    sandbox.cleanup()
+    sandbox.cleanup()  # idempotent
+    assert sandbox.survivors() == []
+    # not even a zombie: bwrap reaped the namespace's init before it exited itself
+    assert [p for p in psutil.process_iter(["uids"]) if p.info["uids"].real == sandbox.uid] == []
+    assert paths and not any(os.path.exists(p) for p in paths)
+    assert open_fds() == fds_before  # pidfd, status pipe, cgroup fds, stdio: all closed
+
+
+def test_kill_reason_timeout_classifies_as_timeout() -> None:
+    with spawn(prepare_launch(SandboxPolicy(), TREE)) as sandbox:
+        sandbox.kill("timeout")
+        assert sandbox.termination().reason == "timeout"
+        assert sandbox.termination().exit_status == 124
+
+
+DAEMONS = """
+import subprocess, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        time.sleep(1000)
+    os._exit(0)
+subprocess.Popen(["nohup", "sleep", "1000"], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+subprocess.Popen(["sleep", "1000"])  # keeps stdout open
+print("bye", flush=True)
+"""
+
+
+def test_a21_daemonised_children_die_with_the_program() -> None:
+    with start_py(DAEMONS) as sandbox:
+        assert read_line(sandbox) == "bye"
+        assert sandbox.wait(10) == 0
+        # the program is gone, so its pid namespace is gone, and everything in it
+        assert wait_for(lambda: uid_processes(sandbox.uid) == [])
+        assert sandbox.survivors() == []
+
+
+def test_a21_a_background_process_holding_stdout_does_not_hang_run() -> None:
+    started_at = time.monotonic()
+    result = run_py(DAEMONS, timeout=30)
+    assert result.reason == "exited" and result.stdout == b"bye\n"
+    assert time.monotonic() - started_at < 10
+
+
+def test_a22_cancel_defiance_is_killed_and_reported() -> None:
+    code = """
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.pthread_sigmask(signal.SIG_BLOCK, range(1, 65))
+print("ready", flush=True)
+while True:
+    pass
+"""
+    with start_py(code) as sandbox:
+        assert read_line(sandbox) == "ready"
+        sandbox.kill("cancelled")
+        termination = sandbox.termination()
+    assert termination.reason == "killed" and termination.signal == signal.SIGKILL
+    assert sandbox.survivors() == []
+
+
+def test_teardown_of_a_fifty_process_sandbox_leaves_nothing() -> None:
+    code = """
+for _ in range(49):
+    if os.fork() == 0:
+        signal.pause()
+print("ready", flush=True)
+signal.pause()
+"""
+    with start_py(code, policy=py_policy(pids=128)) as sandbox:
+        assert read_line(sandbox) == "ready"
+        assert started(sandbox, 52)  # 50 plus bwrap and its init
+        uid = sandbox.uid
+        sandbox.kill("teardown")
+        sandbox.wait(10)
+    assert sandbox.survivors() == [] and uid_processes(uid) == []
+
+
+def test_each_sandbox_has_its_own_cgroups_and_uid_and_the_parent_no_limits() -> None:
+    with (
+        start_py("print('a', flush=True)\nsignal.pause()\n") as a,
+        start_py("print('b', flush=True)\nsignal.pause()\n") as b,
+    ):
+        assert read_line(a) == "a" and read_line(b) == "b"
+        assert a.cgroup is not None and b.cgroup is not None
+        assert a.uid != b.uid
+        assert not set(a.cgroup.paths) & set(b.cgroup.paths)
+        assert not a.cgroup.pids() & b.cgroup.pids()
+        memory = Path(a.cgroup.dirs["memory"])
+        assert int((memory / "memory.limit_in_bytes").read_text()) == 512 << 20
+        parent = int((memory.parent / "memory.limit_in_bytes").read_text())
+        assert parent > 1 << 60  # the shared parent holds no limit
+        pids = Path(a.cgroup.dirs["pids"])
+        assert (pids / "pids.max").read_text().strip() == "128"
+        assert (pids.parent / "pids.max").read_text().strip() == "max"
+
+
+def test_a25_sandbox_dies_when_its_spawning_thread_exits() -> None:
+    box: list[Sandbox] = []
+
+    def spawner_thread() -> None:
+        box.append(spawn(prepare_launch(SandboxPolicy(), TREE)))
+
+    thread = threading.Thread(target=spawner_thread)
+    thread.start()
+    thread.join()
+    sandbox = box[0]
+    with sandbox:
+        assert sandbox.wait(10) == -signal.SIGKILL  # PR_SET_PDEATHSIG: the parent thread
+        assert wait_for(lambda: sandbox.survivors() == [])
+
+
+def test_a25_a_spawner_thread_keeps_sandboxes_alive_until_it_closes() -> None:
+    spawner = Spawner().start()
+    box: list[Sandbox] = []
+    thread = threading.Thread(
+        target=lambda: box.append(spawner.spawn(prepare_launch(SandboxPolicy(), TREE)))
+    )
+    thread.start()
+    thread.join()  # the requesting thread is gone; the sandbox lives on
+    sandbox = box[0]
+    with sandbox:
+        assert started(sandbox, 6)
+        assert sandbox.wait(0.3) is None
+        spawner.close()  # ... until the spawner's own thread ends
+        assert sandbox.wait(10) == -signal.SIGKILL
+
+
+def test_a25_host_sigkill_takes_every_sandbox_with_it() -> None:
+    child = Path(__file__).with_name("sandbox_host_child.py")
+    host = subprocess.Popen(
+        [PYTHON, str(child)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert host.stdout is not None
+        report = json.loads(host.stdout.readline())
+        uids = [entry["uid"] for entry in report]
+        assert len(uids) == 3
+        assert wait_for(lambda: all(len(uid_processes(u)) >= 5 for u in uids))
+        host.kill()
+        host.wait()
+        assert wait_for(lambda: all(uid_processes(u) == [] for u in uids), timeout=10)
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+    leftovers = [p for entry in report for p in entry["cgroups"]]
+    assert all(os.path.isdir(p) for p in leftovers)  # the dead host could not clean up
+    collect_orphans(detect_layout(), again=True)  # the next host does it
+    assert not any(os.path.exists(p) for p in leftovers)
+
+
+def test_a_failing_child_setup_raises_and_leaves_nothing() -> None:
+    with open("/proc/sys/fs/nr_open") as f:
+        beyond = int(f.read()) + 1  # more open files than the kernel allows even root
+    plan = prepare_launch(SandboxPolicy(open_files=beyond), Command(("true",)))
+    paths = plan.cgroup.paths if plan.cgroup else []
+    with pytest.raises(LaunchError, match="set-up failed"):
+        spawn(plan)
+    assert paths and not any(os.path.exists(p) for p in paths)
+    with pytest.raises(LaunchError, match="already"):
+        spawn(plan)  # single use
+
+
+def test_a_program_that_cannot_be_executed_is_a_setup_failure() -> None:
+    result = run(SandboxPolicy(), ["/no/such/program"], timeout=10)
+    assert result.reason == "setup" and result.exit_status == 125
+    assert b"execvp" in result.stderr
+
+
+async def test_trio_spawn_and_wait_without_blocking_the_loop() -> None:
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await trio.sleep(0.01)
+
+    with Spawner() as spawner:
+        plan = prepare_launch(SandboxPolicy(), Command(("/bin/sh", "-c", "sleep 0.3; exit 5")))
+        sandbox = await spawner.spawn_async(plan)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ticker)
+            try:
+                assert await sandbox.wait_async() == 5
+            finally:
+                nursery.cancel_scope.cancel()
+                sandbox.cleanup()
+    assert ticks >= 10
+    assert sandbox.termination().exit_code == 5
+
+
+@pytest.mark.slow
+async def test_trio_thread_cache_trap_and_the_spawner_that_avoids_it() -> None:
+    """trio forks from cached threads that exit after 10 s idle; PDEATHSIG follows the
+    thread, so such a sandbox dies. One from a `Spawner` lives on."""
+    command = Command(("sleep", "1000"))
+    with Spawner() as spawner:
+        good = await spawner.spawn_async(prepare_launch(SandboxPolicy(), command))
+        plan = prepare_launch(SandboxPolicy(), command)
+        kwargs = plan.popen_kwargs()
+        proc = await trio.lowlevel.open_process(plan.argv, **kwargs)
+        plan.started()
+        bad = Sandbox(plan, proc._proc)  # the handle works on any Popen of the plan
+        with trio.move_on_after(15):
+            await bad.wait_async()
+        try:
+            assert bad.returncode == -signal.SIGKILL  # killed when the cache thread exited
+            assert good.poll() is None  # still running
+        finally:
+            good.cleanup()
+            bad.cleanup()
