@@ -111,6 +111,8 @@ class WorkerDriver:
             self._die(f"protocol violation ({exc.code}): {exc}")
         except OSError as exc:
             self._die(f"reading the host's frames failed: {exc}")
+        except KeyboardInterrupt:
+            self._die("interrupted")
         except Exception as exc:  # a bug here must still end the session closed
             _diag_exception("driver", exc)
             self._die(f"internal error: {type(exc).__name__}")
@@ -180,21 +182,15 @@ class WorkerDriver:
 
     def _run_call(self, adapter: Adapter, ctx: Context, value: Any) -> None:
         """The call's thread: run the adapter, then seal exactly its legal frames."""
-        outcome: tuple[str, Any]
-        try:
-            outcome = ("result", adapter.fn(value, ctx))
-        except Cancelled:
-            outcome = ("cancelled", None)
-        except AdapterError as exc:
-            outcome = ("error", (exc.code, exc.message, exc.retryable))
-        except BaseException as exc:
-            _diag_exception(adapter.tool, exc)
-            message = f"{type(exc).__name__}: {exc}" if adapter.expose_errors else "adapter failed"
-            outcome = ("error", ("adapter_error", message, False))
+        outcome = _outcome(adapter, ctx, value)
         with self._lock:
             if self._dying or self._conn is None or self._conn.dead:
                 return
-            self._queue.append(self._terminal_frames(self._conn, ctx.rid, outcome))
+            try:
+                self._queue.append(self._terminal_frames(self._conn, ctx.rid, outcome))
+            except Exception as exc:  # a bug here must not leave the call hanging
+                _diag_exception("driver", exc)
+                self._die(f"internal error ending {ctx.rid}: {type(exc).__name__}")
             del self._contexts[ctx.rid]
         self._flush()
 
@@ -216,7 +212,10 @@ class WorkerDriver:
                 )
                 return conn.error(rid, code, str(exc))
         code, message, retryable = detail
-        return conn.error(rid, code, message, retryable)
+        try:
+            return conn.error(rid, code, message, retryable)
+        except Refused:  # an adapter error class with a code outside the id grammar
+            return conn.error(rid, "adapter_error", message, retryable)
 
     def _emit(self, rid: str, text: str) -> bool:
         with self._lock:
@@ -254,6 +253,31 @@ class WorkerDriver:
             ctx._abort()
         _diag(reason)
         os._exit(EXIT_VIOLATION)
+
+
+def _outcome(adapter: Adapter, ctx: Context, value: Any) -> tuple[str, Any]:
+    """Run the adapter; what it did, as ("result", value), ("cancelled", None) or
+    ("error", (code, message, retryable)). Never raises."""
+    try:
+        return ("result", adapter.fn(value, ctx))
+    except Cancelled:
+        return ("cancelled", None)
+    except AdapterError as exc:
+        message = getattr(exc, "message", None)
+        if not isinstance(message, str):
+            message = _describe(exc, "adapter error")
+        return ("error", (str(exc.code), message, bool(exc.retryable)))
+    except BaseException as exc:  # an adapter failure is a normal outcome
+        _diag_exception(adapter.tool, exc)
+        message = _describe(exc, "adapter failed") if adapter.expose_errors else "adapter failed"
+        return ("error", ("adapter_error", message, False))
+
+
+def _describe(exc: BaseException, fallback: str) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return fallback
 
 
 def _diag(message: str) -> None:

@@ -10,7 +10,14 @@ import sys
 import time
 from typing import Any
 
-from worker_runtime import AdapterRegistry, Cancelled, Context, InvalidInput, Unavailable
+from worker_runtime import (
+    AdapterError,
+    AdapterRegistry,
+    Cancelled,
+    Context,
+    InvalidInput,
+    Unavailable,
+)
 from worker_runtime.command import CommandAdapter
 
 registry = AdapterRegistry()
@@ -50,6 +57,20 @@ def fail_invalid(value: str, ctx: Context) -> str:
 @registry.adapter("fail.unavailable")
 def fail_unavailable(value: str, ctx: Context) -> str:
     raise Unavailable("try again later")
+
+
+class _SloppyError(AdapterError):
+    """An error class with a code outside the grammar and no super().__init__ call."""
+
+    code = "Not A Code"
+
+    def __init__(self) -> None:
+        pass
+
+
+@registry.adapter("fail.sloppy")
+def fail_sloppy(value: str, ctx: Context) -> str:
+    raise _SloppyError()
 
 
 @registry.adapter("fail.exit")

@@ -225,8 +225,8 @@ def test_bad_arguments_exit_3_without_writing_a_frame(args: list[str]) -> None:
 
 
 def test_fd_options_move_the_protocol() -> None:
-    # fds 3/4 are mapped by the harness; asking for them explicitly must work the same
-    with WorkerProcess(args=["--adapters", EXAMPLES, "--fd-in=3", "--fd-out", "4"]) as w:
+    args = ["--adapters", EXAMPLES, "--fd-in=7", "--fd-out", "9"]
+    with WorkerProcess(args=args, fds=(7, 9)) as w:
         _raw_session(w, grants=[grant("text.upper")])
         w.send_raw(Close)
         assert w.wait() == 0

@@ -97,6 +97,7 @@ def test_emit_without_a_stream_grant_sends_nothing() -> None:
         ("fail.invalid", "invalid_input", "the input is not acceptable", False),
         ("fail.unavailable", "unavailable", "try again later", True),
         ("fail.exit", "adapter_error", "adapter failed", False),
+        ("fail.sloppy", "adapter_error", "_SloppyError: ", False),
         ("ack.uninvited", "adapter_error", "adapter raised Cancelled without a cancel", False),
         ("bad.output", "invalid_output", "result for a text grant must be str, not int", False),
     ],

@@ -41,12 +41,12 @@ HOSTILE = "hostile_adapters:registry"
 KEEP_BYTES = 1 << 20
 
 
-def _map_fds(read_end: int, write_end: int) -> None:
+def _map_fds(read_end: int, write_end: int, fds: tuple[int, int] = (3, 4)) -> None:
     """In the child, before exec: host->worker becomes fd 3, worker->host fd 4."""
-    a = fcntl.fcntl(read_end, fcntl.F_DUPFD_CLOEXEC, 10)
-    b = fcntl.fcntl(write_end, fcntl.F_DUPFD_CLOEXEC, 10)
-    os.dup2(a, 3)  # dup2 targets are inheritable; everything else is CLOEXEC
-    os.dup2(b, 4)
+    a = fcntl.fcntl(read_end, fcntl.F_DUPFD_CLOEXEC, 20)
+    b = fcntl.fcntl(write_end, fcntl.F_DUPFD_CLOEXEC, 20)
+    os.dup2(a, fds[0])  # dup2 targets are inheritable; everything else is CLOEXEC
+    os.dup2(b, fds[1])
 
 
 class _Drain(threading.Thread):
@@ -96,6 +96,7 @@ class WorkerProcess:
         adapters: Sequence[str] = (EXAMPLES,),
         max_in_flight: int = 1,
         args: Sequence[str] | None = None,
+        fds: tuple[int, int] = (3, 4),
         session_id: str | None = None,
         session_key: bytes | None = None,
     ) -> None:
@@ -117,7 +118,7 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             close_fds=False,
-            preexec_fn=lambda: _map_fds(child_in, child_out),
+            preexec_fn=lambda: _map_fds(child_in, child_out, fds),
             env=env,
         )
         os.close(child_in)
