@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-BIG = {"max_commands": 1_000_000, "max_loop_iterations": 1_000_000}
+BIG_COMMANDS = BIG_LOOPS = 1_000_000
 JSON_LINE = '{"id": 7, "name": "widget", "tags": ["a", "b"], "price": 9.5}'
 SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}}}
 CALLS = 1000
@@ -81,7 +81,7 @@ def ours(script: str, rounds: int, tool: Callable[..., str] | None = None) -> fl
     """None (reported) when the script cannot run yet, e.g. a text tool is missing."""
     from supervisor.scripted import ScriptedTool
 
-    st = ScriptedTool("bench", **BIG)
+    st = ScriptedTool("bench", max_commands=BIG_COMMANDS, max_loop_iterations=BIG_LOOPS)
     if tool is not None:
         st.add_tool("get_user", "Fetch user", tool, schema=SCHEMA)
     check = st.execute_sync(script)
@@ -104,12 +104,14 @@ def theirs(script: str, rounds: int, tool: Callable[..., str] | None = None) -> 
         from bashkit import Bash
 
         def run() -> object:
-            return Bash(**BIG).execute_sync(script)
+            return Bash(max_commands=BIG_COMMANDS, max_loop_iterations=BIG_LOOPS).execute_sync(
+                script
+            )
 
         return median(run, rounds)
     from bashkit.scripted import ScriptedTool
 
-    st = ScriptedTool("bench", **BIG)
+    st = ScriptedTool("bench", max_commands=BIG_COMMANDS, max_loop_iterations=BIG_LOOPS)
     st.add_tool("get_user", "Fetch user", tool, schema=SCHEMA)
     return median(lambda: st.execute_sync(script), rounds)
 
@@ -206,8 +208,8 @@ def main() -> int:
     print("\ntargets:")
     checks: list[tuple[str, float | None, bool]] = []
     for name in ("c-style for, 10k", "while [ ], 10k"):
-        a, b, _ = results[name]
-        value = a / b if a and b else None
+        ours_s, theirs_s, _ = results[name]
+        value = ours_s / theirs_s if ours_s and theirs_s else None
         checks.append((f"{name}: at most 3x bashkit", value, value is not None and value <= 3))
     checks.append(
         ("tool call from a loop: at most 3x bashkit", ratio, ratio is not None and ratio <= 3)

@@ -184,7 +184,7 @@ _ASSIGN_OPS = frozenset({"=", "*=", "/=", "%=", "+=", "-=", "<<=", ">>=", "&=", 
 #   ("num", n) ("var", name) ("item", name, key_text, index_node)
 #   ("un", op, x) ("bin", op, a, b) ("and", a, b) ("or", a, b) ("if", c, a, b)
 #   ("set", op, lvalue, x) ("pre", delta, lvalue) ("post", delta, lvalue) ("seq", [x...])
-Node = tuple  # type: ignore[type-arg]
+Node = tuple[Any, ...]
 _LVALUES = ("var", "item")
 
 

@@ -147,32 +147,14 @@ def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Arg
             )
         return _num_pad(prefix, body, flags, width, prec)
     if spec in "fFeEgGaA":
-        v = a.number()
-        if isinstance(v, float):
-            body = "inf" if math.isinf(v) else "nan"
+        num = a.number()
+        if isinstance(num, float):
+            body = "inf" if math.isinf(num) else "nan"
             if spec.isupper():
                 body = body.upper()
-            sign = "-" if v < 0 else ("+" if "+" in flags else "")
+            sign = "-" if num < 0 else ("+" if "+" in flags else "")
             return _pad(sign + body, flags.replace("0", ""), width)
-        p = 6 if prec is None else prec
-        kind = spec.lower() if spec in "aA" else spec
-        if kind == "a":
-            kind = "e"
-        alt = "#" in flags
-        with decimal.localcontext(_DEC_CTX):
-            if v == 0:
-                body = format(0.0, ("#" if alt else "") + f".{p}{kind}")
-            elif kind in "gG":
-                body = _general(abs(v), p, kind, alt)
-            else:
-                body = format(abs(v), ("#" if alt else "") + f".{p}{kind}")
-        body = _c_exponent(body)
-        sign = (
-            "-"
-            if v < 0 or (v == 0 and str(v).startswith("-"))
-            else ("+" if "+" in flags else (" " if " " in flags else ""))
-        )
-        return _num_pad(sign, body, flags, width, None)
+        return _float(spec, flags, width, prec, num)
     if spec == "c":
         s = a.next() or ""
         return _pad(s[:1], flags, width)
@@ -197,6 +179,28 @@ def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Arg
             raise _Stop(out)
         return out
     return "%"
+
+
+def _float(spec: str, flags: str, width: int | None, prec: int | None, v: decimal.Decimal) -> str:
+    p = 6 if prec is None else prec
+    kind = spec.lower() if spec in "aA" else spec
+    if kind == "a":
+        kind = "e"
+    alt = "#" in flags
+    with decimal.localcontext(_DEC_CTX):
+        if v == 0:
+            body = format(0.0, ("#" if alt else "") + f".{p}{kind}")
+        elif kind in "gG":
+            body = _general(abs(v), p, kind, alt)
+        else:
+            body = format(abs(v), ("#" if alt else "") + f".{p}{kind}")
+    body = _c_exponent(body)
+    sign = (
+        "-"
+        if v < 0 or (v == 0 and str(v).startswith("-"))
+        else ("+" if "+" in flags else (" " if " " in flags else ""))
+    )
+    return _num_pad(sign, body, flags, width, None)
 
 
 def _general(v: decimal.Decimal, p: int, kind: str, alt: bool) -> str:

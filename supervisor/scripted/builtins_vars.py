@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from . import ast as A
 from .errors import ShellError
+from .io import InputStream
 from .param_ops import format_declare
 from .state import ARRAY, ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER
 
@@ -403,7 +404,7 @@ def read(sh: Interpreter, args: list[str]) -> int:
     return 0 if found else 1
 
 
-def _read_n(stream, n: int, delim: str) -> str:  # type: ignore[no-untyped-def]
+def _read_n(stream: InputStream, n: int, delim: str) -> str:
     text = stream.read_chars(n)
     cut = text.find(delim or "\0")
     if cut >= 0:

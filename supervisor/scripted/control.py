@@ -12,6 +12,7 @@ from .arithmetic import ArithError, compile_arith
 from .builtin_test import binary_test, unary_test
 from .errors import BreakLoop, ContinueLoop, FatalShellError, LimitExceeded, ShellError
 from .expansion import REGEX, Expander
+from .io import InputStream, Sink
 from .patterns import EXTGLOB, NOCASE, ere_regex, fnmatch
 from .state import ARRAY, Var
 
@@ -22,6 +23,9 @@ class ControlMixin(Expander):
     loop_depth: int
     errexit_suppressed: int
     lineno: int
+    out: Sink
+    err: Sink
+    stdin: InputStream | None
 
     async def tick(self) -> None:
         raise NotImplementedError
@@ -258,18 +262,17 @@ class ControlMixin(Expander):
         return status
 
     async def cond(self, e: A.CondExpr) -> bool:
-        t = type(e)
-        if t is A.CondBinary:
-            return await self.cond_binary(e)  # type: ignore[arg-type]
-        if t is A.CondUnary:
-            return unary_test(self, e.op, await self.expand_string(e.operand))  # type: ignore[union-attr]
-        if t is A.CondWord:
-            return (await self.expand_string(e.word)) != ""  # type: ignore[union-attr]
-        if t is A.CondNot:
-            return not await self.cond(e.expr)  # type: ignore[union-attr]
-        if t is A.CondAnd:
-            return await self.cond(e.left) and await self.cond(e.right)  # type: ignore[union-attr]
-        return await self.cond(e.left) or await self.cond(e.right)  # type: ignore[union-attr]
+        if isinstance(e, A.CondBinary):
+            return await self.cond_binary(e)
+        if isinstance(e, A.CondUnary):
+            return unary_test(self, e.op, await self.expand_string(e.operand))
+        if isinstance(e, A.CondWord):
+            return (await self.expand_string(e.word)) != ""
+        if isinstance(e, A.CondNot):
+            return not await self.cond(e.expr)
+        if isinstance(e, A.CondAnd):
+            return await self.cond(e.left) and await self.cond(e.right)
+        return await self.cond(e.left) or await self.cond(e.right)
 
     async def cond_binary(self, e: A.CondBinary) -> bool:
         op = e.op

@@ -436,8 +436,8 @@ class Expander(Variables):
             repl = await self._replacement(p.arg2)
             out = [replace(x, pattern, repl, op, self.pattern_flags) for x in items]
         elif op in ("^", "^^", ",", ",,"):
-            pattern = await self.expand_pattern(p.arg) if p.arg and p.arg.parts else None
-            out = [convert_case(x, op, pattern, self.pattern_flags) for x in items]
+            case_pattern = await self.expand_pattern(p.arg) if p.arg and p.arg.parts else None
+            out = [convert_case(x, op, case_pattern, self.pattern_flags) for x in items]
         elif op == "@A":
             out = [self._assignment_form(p.name, value, multi is not None)]
             multi = None
@@ -535,11 +535,7 @@ class Expander(Variables):
             else:
                 v = self.lookup(p.name)
                 val = v.value if v is not None else None
-                items = (
-                    sorted(val.items())  # type: ignore[arg-type]
-                    if type(val) is dict
-                    else list(enumerate(multi))
-                )
+                items = sorted(val.items()) if type(val) is dict else list(enumerate(multi))
             self._emit(None, slice_items(items, offset, length), star, quoted, b)
         except ValueError as exc:
             raise FatalShellError(str(exc), 1) from None
@@ -610,7 +606,7 @@ class Expander(Variables):
             return ""
         val = v.value
         if whole and type(val) is dict:
-            items = val.items() if v.attrs & ASSOC else sorted(val.items())  # type: ignore[union-attr]
+            items = val.items() if v.attrs & ASSOC else sorted(val.items())
             return " ".join(f"{k} {quote_double(x)}" for k, x in items)
         return quote_single(value or "")
 

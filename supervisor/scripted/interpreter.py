@@ -203,7 +203,7 @@ class Interpreter(ControlMixin, Expander):
         """Run a (sub)shell's code; ``exit``, fatal errors and stray break/continue/
         return end it with a status instead of propagating."""
         try:
-            return await _DISPATCH[type(node)](self, node)  # type: ignore[no-any-return]
+            return await _DISPATCH[type(node)](self, node)
         except ExitShell as exc:
             return exc.status
         except FatalShellError as exc:
@@ -237,7 +237,7 @@ class Interpreter(ControlMixin, Expander):
         return status
 
     async def run_node(self, node: A.Node) -> int:
-        return await _DISPATCH[type(node)](self, node)  # type: ignore[no-any-return]
+        return await _DISPATCH[type(node)](self, node)
 
     def check_errexit(self, status: int) -> None:
         if status and self.opt_errexit and not self.errexit_suppressed:
@@ -276,9 +276,7 @@ class Interpreter(ControlMixin, Expander):
                     try:
                         self.arith_set(a.name, fn(self))
                     except ArithError as exc:
-                        raise FatalShellError(
-                            exc.render(a.value.parts[0].expr.literal.strip()), 1
-                        ) from None  # type: ignore[union-attr]
+                        raise FatalShellError(exc.render(_arith_text(a)), 1) from None
                     except ShellError as exc:
                         raise FatalShellError(exc.message, exc.status) from None
                     self.status = 0
@@ -341,10 +339,9 @@ class Interpreter(ControlMixin, Expander):
         if a.array is not None:
             items: list[tuple[str | None, str, bool]] = []
             for item in a.array:
-                key = None
                 if item.key is not None:
-                    key = await self.expand_string(item.key)
-                    items.append((key, await self.expand_string(item.value), item.append))
+                    item_key = await self.expand_string(item.key)
+                    items.append((item_key, await self.expand_string(item.value), item.append))
                 else:
                     for v in await self.expand_args((item.value,)):
                         items.append((None, v, False))
@@ -393,7 +390,7 @@ class Interpreter(ControlMixin, Expander):
             r = impl(self, argv[1:])
             if type(r) is not int:
                 r = await r  # type: ignore[misc]
-            return r  # type: ignore[return-value]
+            return r
         except FatalShellError:
             raise
         except ShellError as exc:
@@ -549,7 +546,7 @@ class Interpreter(ControlMixin, Expander):
             self.status = 1
             return 1
         try:
-            return await _DISPATCH[type(node.body)](self, node.body)  # type: ignore[no-any-return]
+            return await _DISPATCH[type(node.body)](self, node.body)
         finally:
             self.out, self.err, self.stdin = saved
 
@@ -567,7 +564,7 @@ class Interpreter(ControlMixin, Expander):
                 status = 0 if status else 1
                 self.status = status
                 return status
-            return await _DISPATCH[type(cmds[0])](self, cmds[0])  # type: ignore[no-any-return]
+            return await _DISPATCH[type(cmds[0])](self, cmds[0])
         statuses: list[int] = []
         saved_out, saved_err, saved_in = self.out, self.err, self.stdin
         stdin = saved_in
@@ -762,6 +759,14 @@ class Interpreter(ControlMixin, Expander):
             self.error(f"eval: {exc.message}")
             return 2
         return await self.run_seq(program.body)
+
+
+def _arith_text(a: A.Assign) -> str:
+    """The expression of ``name=$((expr))`` for error messages."""
+    part = a.value.parts[0] if a.value is not None and a.value.parts else None
+    if isinstance(part, A.ArithSub) and part.expr.literal is not None:
+        return part.expr.literal.strip()
+    return a.text
 
 
 from .builtins_registry import register_all  # noqa: E402  (fills BUILTINS)

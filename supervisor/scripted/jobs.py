@@ -115,13 +115,13 @@ async def wait_jobs(sh: Interpreter, args: list[str]) -> int:
     for a in args:
         if a.startswith("-"):
             continue
-        job = _find(mine, a)
-        if job is None:
+        found = _find(mine, a)
+        if found is None:
             sh.error(f"wait: pid {a} is not a child of this shell")
             status = 127
             continue
-        await job.done.wait()
-        status = job.status
+        await found.done.wait()
+        status = found.status
     _flush_ready(sh)
     return status
 

@@ -163,7 +163,7 @@ def format_declare(name: str, v: Var) -> str:
         return f"declare {flags} {name}"
     if type(val) is dict:
         if v.attrs & ASSOC:
-            body = "".join(f"[{_assoc_key(k)}]={quote_double(x)} " for k, x in val.items())
+            body = "".join(f"[{_assoc_key(str(k))}]={quote_double(x)} " for k, x in val.items())
         else:
             body = " ".join(f"[{k}]={quote_double(x)}" for k, x in sorted(val.items()))
         return f"declare {flags} {name}=({body})"

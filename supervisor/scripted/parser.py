@@ -298,7 +298,7 @@ class _Converter:
         else:
             body = self.stmt(body_node)
         if type(body) in (A.SimpleCommand, A.DeclCommand) and not (
-            type(body) is A.SimpleCommand and not body.words and body.assigns  # type: ignore[union-attr]
+            type(body) is A.SimpleCommand and not body.words and body.assigns
         ):
             body.redirs = body.redirs + tuple(redirs)  # type: ignore[union-attr]
         else:
@@ -694,10 +694,11 @@ class _Converter:
                 s += 1
             return A.CondUnary(op, self.arg_word(s, e))
         if t == "binary_expression":
-            op_node = node.child_by_field_name("operator")
-            left = node.child_by_field_name("left")
-            assert op_node is not None and left is not None
-            op = self.text(op_node)
+            bin_op = node.child_by_field_name("operator")
+            left_node = node.child_by_field_name("left")
+            assert bin_op is not None and left_node is not None
+            left = left_node
+            op = self.text(bin_op)
             if op == "&&":
                 right = node.child_by_field_name("right")
                 assert right is not None
@@ -707,7 +708,7 @@ class _Converter:
                 assert right is not None
                 return A.CondOr(self.cond(left), self.cond(right))
             ls, le = self.c(left.start_byte), self.c(left.end_byte)
-            rs, re_ = self.c(op_node.end_byte), self.c(node.end_byte)
+            rs, re_ = self.c(bin_op.end_byte), self.c(node.end_byte)
             while rs < re_ and self.src[rs] in " \t":
                 rs += 1
             if op == "=~":

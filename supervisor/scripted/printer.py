@@ -59,46 +59,43 @@ def _simple(c: A.SimpleCommand) -> str:
 
 
 def _cmd(n: A.Node, depth: int) -> str:
-    t = type(n)
     ind = _IND * depth
-    if t is A.SimpleCommand:
-        return _simple(n)  # type: ignore[arg-type]
-    if t is A.DeclCommand:
-        args = [a.text for a in n.args]  # type: ignore[union-attr]
-        return " ".join([n.builtin, *args])  # type: ignore[union-attr]
-    if t is A.Pipeline:
-        text = " | ".join(_cmd(c, depth) for c in n.cmds)  # type: ignore[union-attr]
-        return ("! " + text) if n.negate else text  # type: ignore[union-attr]
-    if t is A.AndOr:
-        text = _cmd(n.first, depth)  # type: ignore[union-attr]
-        for op, c in n.rest:  # type: ignore[union-attr]
+    if isinstance(n, A.SimpleCommand):
+        return _simple(n)
+    if isinstance(n, A.DeclCommand):
+        return " ".join([n.builtin, *(a.text for a in n.args)])
+    if isinstance(n, A.Pipeline):
+        text = " | ".join(_cmd(c, depth) for c in n.cmds)
+        return ("! " + text) if n.negate else text
+    if isinstance(n, A.AndOr):
+        text = _cmd(n.first, depth)
+        for op, c in n.rest:
             text += f" {op} {_cmd(c, depth)}"
         return text
-    if t is A.Background:
-        return _cmd(n.body, depth) + " &"  # type: ignore[union-attr]
-    if t is A.Group:
-        return "{ \n" + _block(n.body, depth + 1) + "\n" + ind + "}"  # type: ignore[union-attr]
-    if t is A.Subshell:
-        inner = "; ".join(_cmd(c, depth) for c in n.body.body)  # type: ignore[union-attr]
+    if isinstance(n, A.Background):
+        return _cmd(n.body, depth) + " &"
+    if isinstance(n, A.Group):
+        return "{ \n" + _block(n.body, depth + 1) + "\n" + ind + "}"
+    if isinstance(n, A.Subshell):
+        inner = "; ".join(_cmd(c, depth) for c in n.body.body)
         return f"( {inner} )"
-    if t is A.If:
-        return _if(n, depth)  # type: ignore[arg-type]
-    if t is A.While:
-        kw = "until" if n.until else "while"  # type: ignore[union-attr]
-        cond = "; ".join(_cmd(c, depth) for c in n.cond.body)  # type: ignore[union-attr]
-        body = _block_semi(n.body, depth + 1)  # type: ignore[union-attr]
-        return f"{kw} {cond}; do\n{body}\n{ind}done"
-    if t is A.For:
-        words = "" if n.words is None else " in " + " ".join(_word(w) for w in n.words)  # type: ignore[union-attr]
-        body = _block_semi(n.body, depth + 1)  # type: ignore[union-attr]
-        return f"for {n.var}{words};\n{ind}do\n{body}\n{ind}done"  # type: ignore[union-attr]
-    if t is A.ArithFor:
-        pieces = [w.text if w is not None else "" for w in (n.init, n.cond, n.update)]  # type: ignore[union-attr]
-        body = _block_semi(n.body, depth + 1)  # type: ignore[union-attr]
-        return f"for (({'; '.join(p.strip() for p in pieces)}))\n{ind}do\n{body}\n{ind}done"
-    if t is A.Case:
-        lines = [f"case {_word(n.word)} in "]  # type: ignore[union-attr]
-        for item in n.items:  # type: ignore[union-attr]
+    if isinstance(n, A.If):
+        return _if(n, depth)
+    if isinstance(n, A.While):
+        kw = "until" if n.until else "while"
+        cond = "; ".join(_cmd(c, depth) for c in n.cond.body)
+        return f"{kw} {cond}; do\n{_block_semi(n.body, depth + 1)}\n{ind}done"
+    if isinstance(n, A.For):
+        words = "" if n.words is None else " in " + " ".join(_word(w) for w in n.words)
+        body = _block_semi(n.body, depth + 1)
+        return f"for {n.var}{words};\n{ind}do\n{body}\n{ind}done"
+    if isinstance(n, A.ArithFor):
+        pieces = [w.text.strip() if w is not None else "" for w in (n.init, n.cond, n.update)]
+        body = _block_semi(n.body, depth + 1)
+        return f"for (({'; '.join(pieces)}))\n{ind}do\n{body}\n{ind}done"
+    if isinstance(n, A.Case):
+        lines = [f"case {_word(n.word)} in "]
+        for item in n.items:
             pats = " | ".join(_word(p) for p in item.patterns)
             lines.append(f"{ind}{_IND}{pats})")
             if item.body.body:
@@ -106,14 +103,14 @@ def _cmd(n: A.Node, depth: int) -> str:
             lines.append(f"{ind}{_IND}{item.terminator}")
         lines.append(f"{ind}esac")
         return "\n".join(lines)
-    if t is A.ArithCmd:
-        return f"(( {n.expr.text.strip()} ))"  # type: ignore[union-attr]
-    if t is A.CondCmd:
-        return f"[[ {_cond(n.expr)} ]]"  # type: ignore[union-attr]
-    if t is A.FunctionDef:
-        return format_function(n).replace("\n", "\n" + ind)  # type: ignore[arg-type]
-    if t is A.Redirected:
-        return _cmd(n.body, depth) + " " + _redirs(n.redirs)  # type: ignore[union-attr]
+    if isinstance(n, A.ArithCmd):
+        return f"(( {n.expr.text.strip()} ))"
+    if isinstance(n, A.CondCmd):
+        return f"[[ {_cond(n.expr)} ]]"
+    if isinstance(n, A.FunctionDef):
+        return format_function(n).replace("\n", "\n" + ind)
+    if isinstance(n, A.Redirected):
+        return _cmd(n.body, depth) + " " + _redirs(n.redirs)
     return ""
 
 
@@ -138,15 +135,14 @@ def _if(n: A.If, depth: int) -> str:
 
 
 def _cond(e: A.CondExpr) -> str:
-    t = type(e)
-    if t is A.CondWord:
-        return _word(e.word)  # type: ignore[union-attr]
-    if t is A.CondNot:
-        return "! " + _cond(e.expr)  # type: ignore[union-attr]
-    if t is A.CondAnd:
-        return f"{_cond(e.left)} && {_cond(e.right)}"  # type: ignore[union-attr]
-    if t is A.CondOr:
-        return f"{_cond(e.left)} || {_cond(e.right)}"  # type: ignore[union-attr]
-    if t is A.CondUnary:
-        return f"{e.op} {_word(e.operand)}"  # type: ignore[union-attr]
-    return f"{_word(e.left)} {e.op} {_word(e.right)}"  # type: ignore[union-attr]
+    if isinstance(e, A.CondWord):
+        return _word(e.word)
+    if isinstance(e, A.CondNot):
+        return "! " + _cond(e.expr)
+    if isinstance(e, A.CondAnd):
+        return f"{_cond(e.left)} && {_cond(e.right)}"
+    if isinstance(e, A.CondOr):
+        return f"{_cond(e.left)} || {_cond(e.right)}"
+    if isinstance(e, A.CondUnary):
+        return f"{e.op} {_word(e.operand)}"
+    return f"{_word(e.left)} {e.op} {_word(e.right)}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from itertools import count
+from typing import Any
 
 from .arithmetic import INT_MAX, ArithEnv, ArithError, string_to_int, wrap
 from .errors import ShellError, unbound
@@ -29,7 +30,7 @@ _IN_PLACE_BLOCKERS = READONLY | INTEGER | LOWER | UPPER | ARRAY | ASSOC | NAMERE
 
 _generations = count(1)
 
-Value = str | dict[int, str] | dict[str, str] | None
+Value = str | dict[Any, str] | None  # dict: int keys (indexed) or str keys (assoc)
 
 
 class Var:
@@ -48,7 +49,7 @@ class Var:
 
     def copy(self, gen: int) -> Var:
         v = self.value
-        return Var(dict(v) if type(v) is dict else v, self.attrs, gen)  # type: ignore[arg-type]
+        return Var(dict(v) if type(v) is dict else v, self.attrs, gen)
 
 
 def sorted_items(d: dict[int, str]) -> list[tuple[int, str]]:
@@ -88,14 +89,13 @@ class Variables(ArithEnv):
             return dyn(self) if dyn is not None else None
         val = v.value
         if type(val) is str:
+            if v.attrs & NAMEREF and val != name:
+                return self.get(val)
             return val
         if val is None:
             return None
-        if v.attrs & NAMEREF:
-            return self.get(val)  # type: ignore[arg-type]
-        if v.attrs & ASSOC:
-            return val.get("0")  # type: ignore[union-attr,call-overload]
-        return val.get(0)  # type: ignore[union-attr,call-overload]
+        assert isinstance(val, dict)
+        return val.get("0" if v.attrs & ASSOC else 0)
 
     def lookup(self, name: str) -> Var | None:
         v = self.vars.get(name)
@@ -124,8 +124,8 @@ class Variables(ArithEnv):
             if type(key) is int and key < 0 and not v.attrs & ASSOC:
                 if not val:
                     return None
-                key = max(val) + 1 + key  # type: ignore[type-var,assignment]
-            return val.get(key)  # type: ignore[arg-type]
+                key = max(val) + 1 + key
+            return val.get(key)
         if key == 0 or key == "0":
             return val  # type: ignore[return-value]
         return None
@@ -139,7 +139,7 @@ class Variables(ArithEnv):
         if type(val) is dict:
             if v.attrs & ASSOC:
                 return list(val.values())
-            return [x for _, x in sorted_items(val)]  # type: ignore[arg-type]
+            return [x for _, x in sorted_items(val)]
         return [] if val is None else [val]  # type: ignore[list-item]
 
     def keys(self, name: str) -> list[str]:
@@ -149,8 +149,8 @@ class Variables(ArithEnv):
         val = v.value
         if type(val) is dict:
             if v.attrs & ASSOC:
-                return list(val)  # type: ignore[arg-type]
-            return [str(k) for k in sorted(val)]  # type: ignore[type-var]
+                return list(val)
+            return [str(k) for k in sorted(val)]
         return [] if val is None else ["0"]
 
     # ----------------------------------------------------------------- writing
@@ -202,8 +202,8 @@ class Variables(ArithEnv):
         if type(val) is dict:
             key: int | str = "0" if v.attrs & ASSOC else 0
             if append:
-                value = val.get(key, "") + value  # type: ignore[call-overload,arg-type]
-            val[key] = value  # type: ignore[index]
+                value = val.get(key, "") + value
+            val[key] = value
         elif append and val is not None:
             v.value = val + value  # type: ignore[operator]
         else:
@@ -215,7 +215,7 @@ class Variables(ArithEnv):
             v = Var({}, ARRAY if type(key) is int else ASSOC, self.gen)
             self.vars[name] = v
         val = v.value
-        if type(val) is not dict:
+        if not isinstance(val, dict):
             if v.attrs & ASSOC:
                 val = {}
             else:
@@ -224,21 +224,21 @@ class Variables(ArithEnv):
             v.value = val
         if v.attrs & ASSOC:
             key = str(key)
-        elif type(key) is not int:
+        elif not isinstance(key, int):
             key = self.arith_text(key)
         if type(key) is int and key < 0:
             if not val:
                 raise ShellError(f"{name}[{key}]: bad array subscript")
-            key = max(val) + 1 + key  # type: ignore[type-var,assignment]
+            key = max(val) + 1 + key
             if key < 0:  # type: ignore[operator]
                 raise ShellError(f"{name}[{key}]: bad array subscript")
         if v.attrs & INTEGER and append:
-            value = str(wrap(self.arith_text(val.get(key, "0")) + self.arith_text(value)))  # type: ignore[call-overload,arg-type]
+            value = str(wrap(self.arith_text(val.get(key, "0")) + self.arith_text(value)))
             append = False
         value = self._convert(v, value)
         if append:
-            value = val.get(key, "") + value  # type: ignore[call-overload,arg-type]
-        val[key] = value  # type: ignore[index]
+            value = val.get(key, "") + value
+        val[key] = value
 
     def assign_array(
         self, name: str, items: list[tuple[str | None, str, bool]], append: bool = False
@@ -293,8 +293,8 @@ class Variables(ArithEnv):
         val = v.value
         if type(val) is dict:
             if type(key) is int and key < 0 and val:
-                key = max(val) + 1 + key  # type: ignore[type-var,assignment]
-            val.pop(key, None)  # type: ignore[arg-type]
+                key = max(val) + 1 + key
+            val.pop(key, None)
         elif key in (0, "0"):
             del self.vars[name]
 
@@ -312,10 +312,9 @@ class Variables(ArithEnv):
         elif v.gen != self.gen:
             v = v.copy(self.gen)
             self.vars[name] = v
-        if add & ASSOC and type(v.value) is not dict:
-            v.value = {} if v.value is None else {"0": v.value}
-        elif add & ARRAY and type(v.value) is not dict:
-            v.value = {} if v.value is None else {0: v.value}
+        old = v.value
+        if add & (ASSOC | ARRAY) and not isinstance(old, dict):
+            v.value = {} if old is None else {"0" if add & ASSOC else 0: old}
         v.numsrc = None
         if add & LOWER:
             remove |= UPPER

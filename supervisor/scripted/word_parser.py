@@ -109,10 +109,8 @@ def make_word(parts: list[Part], text: str) -> Word:
     """Merge adjacent literals and precompute the value of a word without expansions."""
     merged: list[Part] = []
     for p in parts:
-        if (
-            type(p) is Lit and merged and type(merged[-1]) is Lit and merged[-1].quoted == p.quoted  # type: ignore[union-attr]
-        ):
-            merged[-1] = Lit(merged[-1].text + p.text, p.quoted)  # type: ignore[union-attr]
+        if type(p) is Lit and merged and type(merged[-1]) is Lit and merged[-1].quoted == p.quoted:
+            merged[-1] = Lit(merged[-1].text + p.text, p.quoted)
         else:
             merged.append(p)
     literal: str | None = None

@@ -10,7 +10,7 @@ import pytest
 import trio
 from language_support import Recorder, run
 
-from supervisor.scripted.contract import CommandResult, ScriptRequest
+from supervisor.scripted.contract import Command, CommandResult, ScriptRequest
 from supervisor.scripted.engine import run_script
 
 
@@ -18,7 +18,7 @@ async def test_resolution_order_function_override_builtin_table() -> None:
     def echo_tool(args: list[str], stdin: str | None) -> CommandResult:
         return CommandResult(stdout="tool-echo " + " ".join(args) + "\n")
 
-    table = {"echo": echo_tool, "greet": Recorder()}
+    table: dict[str, Command] = {"echo": echo_tool, "greet": Recorder()}
     # without the override, the shell builtin wins over the table entry
     result = await run("echo a", table)
     assert result.stdout == "a\n"
