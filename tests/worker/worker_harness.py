@@ -210,6 +210,12 @@ class WorkerProcess:
                     self.reader.feed_eof()
                     self._eof = True
 
+    def wait_for_output(self, timeout: float = 10.0) -> None:
+        """Block until the worker has written something on fd 4 (without reading it)."""
+        ready, _, _ = select.select([self._from_worker], [], [], timeout)
+        if not ready:
+            raise TimeoutError("the worker wrote nothing")
+
     def next_event(self, timeout: float = 10.0) -> HostEvent | None:
         """Feed lines to the connection until one yields an event; None at EOF."""
         while True:
