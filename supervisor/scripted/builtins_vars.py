@@ -151,11 +151,13 @@ async def _declare_assign(sh: Interpreter, a: A.Assign, opts: _Options, local: b
     add = opts.add & ~READONLY
     if a.array is not None and not add & ASSOC and not (existing and existing.attrs & ASSOC):
         add |= ARRAY
-    v = sh.declare_var(name, add, opts.remove, local)
-    if add & NAMEREF and a.value is not None:
-        v.value = await sh.expand_string(a.value)
+    if add & NAMEREF:
+        target = await sh.expand_string(a.value) if a.value is not None else ""
+        sh.declare_var(name, add, opts.remove, local).value = target
     else:
-        await sh.do_assign(a)
+        store = await sh.prepare_assign(a)  # the value is read before a local exists
+        sh.declare_var(name, add, opts.remove, local)
+        store()
     if opts.add & READONLY:
         sh.declare_var(name, READONLY, 0, False)
 

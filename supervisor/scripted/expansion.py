@@ -350,9 +350,12 @@ class Expander(Variables):
         name = p.name
         index = p.index
         if p.indirect:
-            ref = self.special(name)
             if index in ("@", "*"):  # ${!a[@]}: the keys
                 return None, self.keys(name), index == "*"
+            v = self.vars.get(name)
+            if v is not None and v.attrs & NAMEREF and isinstance(v.value, str):
+                return v.value, None, False  # ${!ref}: the name a nameref points to
+            ref = self.special(name)
             if ref is None:
                 if self.opt_nounset:
                     raise unbound(name)

@@ -36,7 +36,7 @@ from .errors import (
 from .expansion import Expander
 from .io import NULL, InputStream, Sink
 from .jobs import finish_jobs
-from .state import ARRAY, Var
+from .state import ARRAY, EXPORT, Var
 
 if TYPE_CHECKING:
     from .jobs import JobTable
@@ -335,7 +335,12 @@ class Interpreter(ControlMixin, Expander):
                 return 1
         return status
 
-    async def do_assign(self, a: A.Assign, local: bool = False) -> None:
+    async def do_assign(self, a: A.Assign) -> None:
+        (await self.prepare_assign(a))()
+
+    async def prepare_assign(self, a: A.Assign) -> Callable[[], None]:
+        """Expand an assignment's value now; the returned thunk stores it (``local
+        a=("${a[@]}")`` reads the outer ``a`` before the local one exists)."""
         if a.array is not None:
             items: list[tuple[str | None, str, bool]] = []
             for item in a.array:
@@ -345,18 +350,21 @@ class Interpreter(ControlMixin, Expander):
                 else:
                     for v in await self.expand_args((item.value,)):
                         items.append((None, v, False))
-            self.assign_array(a.name, items, a.append)
-            return
+            return lambda: self.assign_array(a.name, items, a.append)
         value = "" if a.value is None else await self.expand_string(a.value)
-        if a.index is not None:
-            key = await self.subscript_key(a.name, a.index)
-            self.assign_item(a.name, key, value, a.append)
-        else:
-            self.assign(a.name, value, a.append)
-        if self.opt_allexport:
-            self.declare_var(a.name, 2)
         if len(value) > self.limits.max_value_bytes:
             raise LimitExceeded(f"maximum value size exceeded ({self.limits.max_value_bytes})")
+        key = await self.subscript_key(a.name, a.index) if a.index is not None else None
+
+        def store() -> None:
+            if key is not None:
+                self.assign_item(a.name, key, value, a.append)
+            else:
+                self.assign(a.name, value, a.append)
+            if self.opt_allexport:
+                self.declare_var(a.name, EXPORT)
+
+        return store
 
     async def invoke(self, argv: list[str], assigns: tuple[A.Assign, ...] = ()) -> int:
         """Resolve and run one command: function, builtin or table entry."""

@@ -155,13 +155,22 @@ class Variables(ArithEnv):
 
     # ----------------------------------------------------------------- writing
 
+    def target(self, name: str) -> str:
+        """The variable a name stands for: itself, or what a nameref chain points to."""
+        for _ in range(8):
+            v = self.vars.get(name)
+            if v is None or not v.attrs & NAMEREF or type(v.value) is not str:
+                return name
+            if v.value == name or not v.value:
+                return name
+            name = v.value
+        return name
+
     def _writable(self, name: str) -> Var | None:
         """The Var to change in place (copied first if an outer shell owns it)."""
         v = self.vars.get(name)
         if v is None:
             return None
-        if v.attrs & NAMEREF and type(v.value) is str and v.value != name:
-            return self._writable(v.value)
         if v.attrs & READONLY:
             raise ShellError(f"{name}: readonly variable")
         if v.gen != self.gen:
@@ -186,6 +195,7 @@ class Variables(ArithEnv):
             else:
                 v.value = value
             return
+        name = self.target(name)
         v = self._writable(name)
         if v is None:
             if name in _SPECIAL_ASSIGN:
@@ -210,6 +220,7 @@ class Variables(ArithEnv):
             v.value = value
 
     def assign_item(self, name: str, key: int | str, value: str, append: bool = False) -> None:
+        name = self.target(name)
         v = self._writable(name)
         if v is None:
             v = Var({}, ARRAY if type(key) is int else ASSOC, self.gen)
@@ -244,6 +255,7 @@ class Variables(ArithEnv):
         self, name: str, items: list[tuple[str | None, str, bool]], append: bool = False
     ) -> None:
         """``name=(...)``: items are (key or None, value, item-append)."""
+        name = self.target(name)
         v = self._writable(name)
         if v is None:
             v = Var({}, ARRAY, self.gen)
@@ -287,6 +299,7 @@ class Variables(ArithEnv):
         del self.vars[name]
 
     def unset_item(self, name: str, key: int | str) -> None:
+        name = self.target(name)
         v = self._writable(name)
         if v is None:
             return

@@ -91,7 +91,8 @@ def all_cases() -> list[Case]:
 def run_bash(script: str) -> tuple[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
-            ["/bin/bash", "--norc", "--noprofile", "-c", script],
+            ["bash", "--norc", "--noprofile", "-c", script],  # $0 is "bash", as in the peer
+            executable="/bin/bash",
             env=BASH_ENV,
             cwd=tmp,
             capture_output=True,
