@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Tool-call cost: sandvisor's tool surface against bashkit 0.20.1, measured in one run.
 
-Three numbers, each the median of several rounds of 1000 calls of a one-integer tool:
+Three numbers, each the best of several interleaved rounds of 1000 calls of a
+one-integer tool (the machines are noisy: the best round is the least disturbed one, and
+interleaving exposes both sides to the same load):
 
 * ``surface``: our per-call path alone (flag parse, schema check, callback, trace),
   calling the tool command directly, against bashkit's per-call overhead (a loop of tool
@@ -17,7 +19,6 @@ scripts/bench_tool_surface.py [--rounds N]``.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,17 +33,21 @@ def callback(params: dict[str, Any], stdin: str | None) -> str:
     return "ok\n"
 
 
-def median_seconds(run: Callable[[], object], rounds: int) -> float:
-    run()  # warm caches (parsed scripts, compiled validators)
-    samples = []
+def best_seconds(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """The best time of each run over ``rounds`` interleaved rounds."""
+    for run in runs.values():
+        run()  # warm caches (parsed scripts, compiled validators)
+    best = dict.fromkeys(runs, float("inf"))
     for _ in range(rounds):
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        for key, run in runs.items():
+            start = time.perf_counter()
+            run()
+            best[key] = min(best[key], time.perf_counter() - start)
+    return best
 
 
-def ours_surface(rounds: int) -> float:
+def surface_run() -> Callable[[], object]:
+    """Our per-call path alone: the tool command called directly, 1000 times."""
     from supervisor.scripted.tool_commands import command_table
     from supervisor.tools import RequestScope, ToolDef, ToolRegistry
     from supervisor.tools.context import current_request
@@ -57,72 +62,74 @@ def ours_surface(rounds: int) -> float:
         for argv in argvs:
             command(argv, None)
 
-    return median_seconds(run, rounds)
+    return run
 
 
-def limits_kwargs() -> dict[str, int]:
-    return {"max_commands": 100_000, "max_loop_iterations": 100_000}
+#: A 1000-call loop needs more than the default 10,000 commands on both sides.
+MAX = 100_000
 
 
-def bashkit_loops(rounds: int) -> tuple[float, float]:
+def bashkit_tool() -> Any:
     from bashkit.scripted import ScriptedTool
 
-    tool = ScriptedTool("bench", **limits_kwargs())
+    tool = ScriptedTool("bench", max_commands=MAX, max_loop_iterations=MAX)
     tool.add_tool("get_user", "Fetch user", callback, schema=SCHEMA)
-    total = median_seconds(lambda: tool.execute_sync(LOOP), rounds)
-    empty = median_seconds(lambda: tool.execute_sync(EMPTY_LOOP), rounds)
-    return total, empty
+    return tool
 
 
-def ours_loops(rounds: int) -> tuple[float, float] | None:
+def ours_tool() -> Any:
+    """Our ScriptedTool, or None when the language core is not installed."""
     try:
-        import supervisor.scripted.builtins
-        import supervisor.scripted.engine  # noqa: F401
+        from supervisor.scripted.builtins import TEXT_COMMANDS  # noqa: F401
+        from supervisor.scripted.engine import run_script  # noqa: F401
     except ImportError:
         return None
     from supervisor.scripted import ScriptedTool
 
-    tool = ScriptedTool("bench", **limits_kwargs())
+    tool = ScriptedTool("bench", max_commands=MAX, max_loop_iterations=MAX)
     tool.add_tool("get_user", "Fetch user", callback, schema=SCHEMA)
     result = tool.execute_sync(LOOP)
     if result.exit_code != 0 or result.stdout != "ok\n" * CALLS:
         raise SystemExit(f"the loop did not run cleanly: {result.stderr or result.error}")
-    total = median_seconds(lambda: tool.execute_sync(LOOP), rounds)
-    empty = median_seconds(lambda: tool.execute_sync(EMPTY_LOOP), rounds)
-    return total, empty
+    return tool
 
 
 def per_call_us(seconds: float) -> float:
     return seconds / CALLS * 1e6
 
 
+def row(label: str, ours: float, theirs: float) -> str:
+    return (
+        f"{label:<16}{per_call_us(ours):>11.2f} us{per_call_us(theirs):>11.2f} us"
+        f"{ours / theirs:>8.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
     rounds = parser.parse_args().rounds
 
-    surface = ours_surface(rounds)
-    bk_total, bk_empty = bashkit_loops(rounds)
-    bk_overhead = max(bk_total - bk_empty, 1e-9)
+    theirs = bashkit_tool()
+    ours = ours_tool()
+    runs: dict[str, Callable[[], object]] = {
+        "surface": surface_run(),
+        "bashkit": lambda: theirs.execute_sync(LOOP),
+        "bashkit_empty": lambda: theirs.execute_sync(EMPTY_LOOP),
+    }
+    if ours is not None:
+        runs["ours"] = lambda: ours.execute_sync(LOOP)
+        runs["ours_empty"] = lambda: ours.execute_sync(EMPTY_LOOP)
+    best = best_seconds(runs, rounds)
+    bk_overhead = max(best["bashkit"] - best["bashkit_empty"], 1e-9)
     print(f"{'measure':<16}{'sandvisor':>14}{'bashkit':>14}{'ratio':>8}")
-    print(
-        f"{'surface':<16}{per_call_us(surface):>11.2f} us{per_call_us(bk_overhead):>11.2f} us"
-        f"{surface / bk_overhead:>8.2f}"
-    )
-    loops = ours_loops(rounds)
-    if loops is None:
+    print(row("surface", best["surface"], bk_overhead))
+    if ours is None:
         print("loop overhead / loop total: skipped (the language core is not installed)")
         return
-    total, empty = loops
-    overhead = max(total - empty, 1e-9)
-    print(
-        f"{'loop overhead':<16}{per_call_us(overhead):>11.2f} us"
-        f"{per_call_us(bk_overhead):>11.2f} us{overhead / bk_overhead:>8.2f}"
-    )
-    print(
-        f"{'loop total':<16}{per_call_us(total):>11.2f} us"
-        f"{per_call_us(bk_total):>11.2f} us{total / bk_total:>8.2f}"
-    )
+    overhead = max(best["ours"] - best["ours_empty"], 1e-9)
+    print(row("loop overhead", overhead, bk_overhead))
+    print(row("loop total", best["ours"], best["bashkit"]))
 
 
 if __name__ == "__main__":

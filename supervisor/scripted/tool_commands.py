@@ -55,11 +55,6 @@ def _listing(tools: list[RegisteredTool]) -> str:
     return "".join(f"{t.definition.name:<20} {t.definition.description}\n" for t in tools)
 
 
-async def _settled(pending: Awaitable[ToolOutput]) -> CommandResult:
-    out = await pending
-    return CommandResult(out.stdout, out.stderr, out.exit_code)
-
-
 class ToolCommand:
     """One tool as a shell command: ``--help``, ``--dry-run``, flags, then dispatch."""
 
@@ -84,12 +79,9 @@ class ToolCommand:
             params = self._parser.parse(args)
         except FlagError as exc:
             return CommandResult("", str(exc), 2)
-        out = self._registry.dispatch(
-            self._tool, params, stdin, _SHELL, args, execution_deadline.get()
+        return self._registry.dispatch(
+            self._tool, params, stdin, _SHELL, args, execution_deadline.get(), CommandResult
         )
-        if isinstance(out, ToolOutput):
-            return CommandResult(out.stdout, out.stderr, out.exit_code)
-        return _settled(out)
 
     def _dry_run(
         self, args: list[str], stdin: str | None

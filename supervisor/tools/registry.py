@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 #: The policy hook: ``fn(ToolCall) -> ToolCallDecision``.
 PolicyHook = Callable[[ToolCall], ToolCallDecision]
+OutT = TypeVar("OutT")
 
 _TOOL = InvocationKind.TOOL
 
@@ -241,7 +242,9 @@ class ToolRegistry:
         scope = RequestScope(tenant, self._default_trace if trace is None else trace)
         token = current_request.set(scope)
         try:
-            result = self.dispatch(tool, normalised, stdin, surface, [], deadline)
+            result: ToolOutput | Awaitable[ToolOutput] = self.dispatch(
+                tool, normalised, stdin, surface, [], deadline, ToolOutput
+            )
             if not isinstance(result, ToolOutput):
                 result = await result
         finally:
@@ -256,12 +259,14 @@ class ToolRegistry:
         surface: ToolCallSurface,
         trace_args: list[str],
         deadline: float | None,
-    ) -> ToolOutput | Awaitable[ToolOutput]:
+        output: Callable[[str, str, int], OutT] = ToolOutput,  # type: ignore[assignment]
+    ) -> OutT | Awaitable[OutT]:
         """The shared path: validate, ask the policy, run the callback, trace.
 
-        Returns the output directly when the callback is synchronous (no coroutine on the
-        hot path), else an awaitable of it. Tenant and trace come from the request in
-        progress (``current_request``).
+        Returns ``output(stdout, stderr, exit_code)`` directly when the callback is
+        synchronous (no coroutine and no second result object on the hot path), else an
+        awaitable of it. Tenant and trace come from the request in progress
+        (``current_request``).
         """
         scope = current_request.get()
         if scope is None:
@@ -272,24 +277,37 @@ class ToolRegistry:
         problem = tool.validator.error(params)
         if problem is not None:
             trace.record(name, _TOOL, trace_args, 2)
-            return _error(f"{name}: schema error: {problem}\n", 2)
+            return output("", f"{name}: schema error: {problem}\n", 2)
         if self._policy is not None and not self._allowed(name, params, tenant, surface):
             trace.record(name, _TOOL, trace_args, 1)
-            return _error(f"{name}: denied by policy\n", 1)
+            return output("", f"{name}: denied by policy\n", 1)
         state: CallState = [name, tenant, surface]
         if tool.is_async:
             started = self._start(tool.callback, params, stdin, state)
-            return self._settle(started, state, deadline, trace, trace_args)
+            return self._settle(started, state, deadline, trace, trace_args, output)
         if deadline is not None and deadline <= time.monotonic():
             state.clear()
             trace.record(name, _TOOL, trace_args, 1)
-            return _error(f"{name}: callback timeout\n", 1)
-        started = self._start(tool.callback, params, stdin, state)
-        if type(started) is not ToolOutput:
-            return self._settle(started, state, deadline, trace, trace_args)
+            return output("", f"{name}: callback timeout\n", 1)
+        token = enter_call(state)
+        try:
+            result = tool.callback(params, stdin)
+        except ToolFailure as failure:
+            stdout, stderr, code = "", failure.message, failure.exit_code
+        except Exception as exc:
+            stdout, (stderr, code) = "", self._failed(name, exc)
+        else:
+            if type(result) is str:
+                stdout, stderr, code = result, "", 0
+            elif inspect.isawaitable(result):
+                return self._settle(_Pending(result), state, deadline, trace, trace_args, output)
+            else:
+                stdout, (stderr, code) = "", self._bad_return(name, result)
+        finally:
+            reset_call(token)
         state.clear()
-        trace.record(name, _TOOL, trace_args, started.exit_code)
-        return started
+        trace.record(name, _TOOL, trace_args, code)
+        return output(stdout, stderr, code)
 
     def dry_run(
         self, tool: RegisteredTool, params: dict[str, Any], stdin: str | None
@@ -303,7 +321,7 @@ class ToolRegistry:
         state: CallState = [tool.definition.name, tenant, ToolCallSurface.SHELL]
         started = self._start(handler, params, stdin, state)
         if not isinstance(started, ToolOutput):
-            return self._settle(started, state, None, None, [])
+            return self._settle(started, state, None, None, [], ToolOutput)
         state.clear()
         return started
 
@@ -331,14 +349,14 @@ class ToolRegistry:
         except ToolFailure as failure:
             return _error(failure.message, failure.exit_code)
         except Exception as exc:
-            return self._failed(str(state[0]), exc)
+            return _error(*self._failed(str(state[0]), exc))
         finally:
             reset_call(token)
         if type(result) is str:
             return ToolOutput(result, "", 0)
         if inspect.isawaitable(result):
             return _Pending(result)
-        return self._bad_return(str(state[0]), result)
+        return _error(*self._bad_return(str(state[0]), result))
 
     async def _settle(
         self,
@@ -347,7 +365,8 @@ class ToolRegistry:
         deadline: float | None,
         trace: InvocationTrace | None,
         trace_args: list[str],
-    ) -> ToolOutput:
+        output: Callable[[str, str, int], OutT],
+    ) -> OutT:
         """Await an async callback under the deadline (the call context stays set until
         it settles, then is revoked), and trace the outcome."""
         name = str(state[0])
@@ -364,7 +383,7 @@ class ToolRegistry:
                 state.clear()
         if trace is not None:
             trace.record(name, _TOOL, trace_args, out.exit_code)
-        return out
+        return output(out.stdout, out.stderr, out.exit_code)
 
     async def _await(
         self, awaitable: Awaitable[object], name: str, deadline: float | None
@@ -379,23 +398,25 @@ class ToolRegistry:
         except ToolFailure as failure:
             return _error(failure.message, failure.exit_code)
         except Exception as exc:
-            return self._failed(name, exc)
+            return _error(*self._failed(name, exc))
         if cancel_scope.cancelled_caught:
             return _error(f"{name}: callback timeout\n", 1)
         if type(result) is str:
             return ToolOutput(result, "", 0)
-        return self._bad_return(name, result)
+        return _error(*self._bad_return(name, result))
 
-    def _failed(self, name: str, exc: BaseException) -> ToolOutput:
+    def _failed(self, name: str, exc: BaseException) -> tuple[str, int]:
+        """The stderr and exit status of a callback that raised."""
         if self._sanitize:
             log.debug("tool %s callback failed (sanitised)", name, exc_info=exc)
-            return _error(f"{name}: callback failed\n", 1)
-        return _error(str(exc) or type(exc).__name__, 1)
+            return f"{name}: callback failed\n", 1
+        return str(exc) or type(exc).__name__, 1
 
-    def _bad_return(self, name: str, result: object) -> ToolOutput:
+    def _bad_return(self, name: str, result: object) -> tuple[str, int]:
+        """The stderr and exit status of a callback that returned something not a str."""
         if self._sanitize:
-            return _error(f"{name}: callback failed\n", 1)
-        return _error(f"{name}: callback returned {type(result).__name__}, expected str\n", 1)
+            return f"{name}: callback failed\n", 1
+        return f"{name}: callback returned {type(result).__name__}, expected str\n", 1
 
 
 @dataclass(frozen=True, slots=True)
