@@ -51,7 +51,7 @@ TERMINAL_KINDS = frozenset(
 )
 
 
-class AuditEvent(msgspec.Struct, frozen=True, kw_only=True):
+class AuditEvent(msgspec.Struct, frozen=True):
     """One transition. ``time`` is wall-clock seconds; ``bytes_in``/``bytes_out`` are the
     input/source and output/emitted sizes; ``digest`` is the SHA-256 of the journaled
     payload the event vouches for (the operation's row on ``started``, the result on
@@ -140,17 +140,14 @@ class AuditTrail:
         the chain is left as it was."""
         seq = self.seq + 1
         prev = self.head
-        digest_hash = _sha256(_DOMAIN + _encode(
-            (seq, time, op_id, tool, call_index, attempt, kind, bytes_in, bytes_out, detail,
-             digest, prev))).hexdigest()
-        event = AuditEvent(seq=seq, time=time, op_id=op_id, tool=tool, call_index=call_index,
-                           attempt=attempt, kind=kind, bytes_in=bytes_in, bytes_out=bytes_out,
-                           detail=detail, digest=digest, prev_hash=prev, hash=digest_hash)
+        fields = (seq, time, op_id, tool, call_index, attempt, kind, bytes_in, bytes_out,
+                  detail, digest, prev)
+        event = AuditEvent(*fields, _sha256(_DOMAIN + _encode(fields)).hexdigest())
         if persist is not None:
             persist(event)
         self._ring.append(event)
         self.seq = seq
-        self.head = digest_hash
+        self.head = event.hash
         return event
 
     def notify(self, event: AuditEvent) -> None:

@@ -136,9 +136,11 @@ class Ledger(LedgerEngine):
             raise UnknownTool(f"tool {tool!r} is not registered")
         policy = entry.policy
         try:
-            data = payloads.encode(policy.format, value)
-        except payloads.PayloadError as exc:
-            raise InvalidInput(f"tool {tool!r}: {exc}") from None
+            # The common case inline; payloads.encode has every rule.
+            data = (value.encode() if policy.format == "text" and type(value) is str
+                    else payloads.encode(policy.format, value))
+        except (payloads.PayloadError, UnicodeEncodeError) as exc:
+            raise InvalidInput(f"tool {tool!r}: {payloads.reason(exc)}") from None
         if len(data) > policy.max_input_bytes:
             raise InvalidInput(f"tool {tool!r}: input is {len(data)} bytes, over "
                                f"max_input_bytes {policy.max_input_bytes}")

@@ -301,9 +301,11 @@ class LedgerEngine:
 
     def _accept(self, op: Operation, entry: _Tool, value: Any) -> Outcome:
         try:
-            data = payloads.encode(op.format, value)
-        except payloads.PayloadError as exc:
-            return self._deny(op, str(exc), 0)
+            # The common case inline; payloads.encode has every rule.
+            data = (value.encode() if op.format == "text" and type(value) is str
+                    else payloads.encode(op.format, value))
+        except (payloads.PayloadError, UnicodeEncodeError) as exc:
+            return self._deny(op, payloads.reason(exc), 0)
         size = len(data)
         if size > op.max_output_bytes:
             return self._deny(op, f"output is {size} bytes, over max_output_bytes "

@@ -57,12 +57,20 @@ def encode(fmt: str, value: object) -> bytes:
         try:
             return value.encode()
         except UnicodeEncodeError as exc:
-            raise PayloadError("text is not valid Unicode (lone surrogate)") from exc
+            raise PayloadError(reason(exc)) from exc
     _check_json_tree(value)
     try:
         return _encode_json(value)
     except (TypeError, ValueError, OverflowError) as exc:  # e.g. an int beyond 64 bits
         raise PayloadError(f"value cannot be encoded as JSON: {exc}") from exc
+
+
+def reason(exc: PayloadError | UnicodeEncodeError) -> str:
+    """Why a value was refused; callers that encode text inline also catch
+    ``UnicodeEncodeError``."""
+    if isinstance(exc, UnicodeEncodeError):
+        return "text is not valid Unicode (lone surrogate)"
+    return str(exc)
 
 
 def decode(fmt: str, data: bytes) -> Any:

@@ -386,3 +386,32 @@ def test_a_closed_ledger_refuses_transitions(open_ledger: Callable[..., Ledger])
     ledger.close()
     with pytest.raises(JournalFailed, match="closed"):
         ledger.claim(op)
+
+
+# -- per-call deadlines and caller keys survive too -------------------------------------
+
+
+def test_a_per_call_deadline_is_journaled_as_an_instant(
+        open_ledger: Callable[..., Ledger], clock: FakeClock) -> None:
+    first = open_ledger()
+    op = first.start("text.remote", "x", deadline=5.0)  # earlier than the policy's 60 s
+    first.close()
+    clock.advance(2)
+    second = open_ledger()
+    assert second.status(op).remaining_deadline_ms == 3000
+    clock.advance(3)
+    assert second.expire_timed_out() == [op]
+    second.close()
+
+
+def test_a_caller_key_may_be_reused_and_survives(open_ledger: Callable[..., Ledger]) -> None:
+    first = open_ledger()
+    done = first.start("text.remote", "x", idempotency_key="order-42.v1")
+    first.claim(done)
+    first.fail(done, "transient outage")
+    again = first.start("text.remote", "x", idempotency_key="order-42.v1")
+    first.claim(again)
+    first.close()
+    second = open_ledger()
+    assert second.indeterminate()[0].idempotency_key == "order-42.v1"
+    second.close()

@@ -528,3 +528,27 @@ def test_unknown_ids_are_refused(ledger: Ledger) -> None:
             ledger.complete(bad, "x")  # type: ignore[arg-type]
         with pytest.raises(UnknownOperation):
             ledger.outcome(bad)  # type: ignore[arg-type]
+
+
+def test_bookkeeping_stays_bounded_over_many_operations(ledger_factory: Any) -> None:
+    """Stale queue and deadline entries are dropped, not accumulated."""
+    from supervisor.ledger import ToolPolicy
+
+    led = ledger_factory(max_pending=8, retain_outcomes=4)
+    led.register_external_tool(ToolPolicy("t", max_calls=10_000, deadline=60.0))
+    held = led.start("t", "held")  # stays queued at the front the whole time
+    for n in range(300):
+        op = led.start("t", str(n))
+        led.claim(op) if n % 2 else led.cancel(op)
+        if n % 2:
+            led.complete(op, "r")
+    assert len(led._queue) <= 2 * led._queued + 33
+    assert len(led._deadlines) <= 2 * led.pending_count + 65
+    assert len(led._retained) == 4
+    inv = led.claim_next()
+    assert inv is not None and inv.id == held
+
+
+def test_a_result_that_is_not_valid_unicode_is_denied(ledger: Ledger) -> None:
+    op = claimed(ledger)
+    assert ledger.complete(op, "\udc80") == Denied("text is not valid Unicode (lone surrogate)")
