@@ -460,6 +460,38 @@ def wait(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
     return wait_jobs(sh, args)
 
 
+def time_(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
+    """``time [-p] command``: runs it and reports the wall time on stderr (CPU times are
+    ``unavailable``, as in the peer). ``-o file`` is refused: no files."""
+    posix = False
+    while args and args[0].startswith("-") and len(args[0]) > 1:
+        if args[0] in ("-o", "--output") or args[0].startswith("--output="):
+            sh.err.write("time: output files disabled\n")
+            return 1
+        if args[0] == "--":
+            args = args[1:]
+            break
+        posix = posix or args[0] == "-p"
+        args = args[1:]
+    return _timed(sh, args, posix)
+
+
+async def _timed(sh: Interpreter, argv: list[str], posix: bool) -> int:
+    import time
+
+    start = time.monotonic()
+    status = await sh.invoke(argv) if argv else 0
+    elapsed = time.monotonic() - start
+    if posix:
+        sh.err.write(f"real {elapsed:.2f}\nuser unavailable\nsys unavailable\n")
+    else:
+        minutes, seconds = divmod(elapsed, 60)
+        sh.err.write(
+            f"\nreal\t{int(minutes)}m{seconds:.3f}s\nuser\tunavailable\nsys\tunavailable\n"
+        )
+    return status
+
+
 def times(sh: Interpreter, args: list[str]) -> int:
     sh.out.write("0m0.000s 0m0.000s\n0m0.000s 0m0.000s\n")
     return 0
@@ -707,6 +739,7 @@ CORE_BUILTINS = {
     "trap": trap,
     "wait": wait,
     "times": times,
+    "time": time_,
     "hash": noop,
     "alias": alias,
     "unalias": noop,

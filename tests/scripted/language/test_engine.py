@@ -204,3 +204,13 @@ async def test_xtrace_writes_to_stderr() -> None:
     result = await run("set -x; echo a b; set +x; echo c")
     assert result.stdout == "a b\nc\n"
     assert result.stderr == "+ echo a b\n+ set +x\n"
+
+
+async def test_time_reports_on_stderr_like_the_peer() -> None:
+    result = await run("time echo hi; time -p true; time -o f echo x; echo $?")
+    assert result.stdout == "hi\n1\n"
+    assert result.stderr == (
+        "\nreal\t0m0.000s\nuser\tunavailable\nsys\tunavailable\n"
+        "real 0.00\nuser unavailable\nsys unavailable\n"
+        "time: output files disabled\n"
+    )
