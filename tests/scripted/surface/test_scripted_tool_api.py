@@ -357,3 +357,21 @@ def test_private_loops_close_with_their_threads() -> None:
         gc.collect()
     assert len(os.listdir("/proc/self/fd")) <= before
     assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_execute_sync_from_an_executor_of_a_running_loop() -> None:
+    """The loop runs in the main thread; execute_sync runs in its executor's threads."""
+
+    async def cb(params: dict[str, Any], stdin: str | None) -> str:
+        await asyncio.sleep(0.005)
+        return f"{params['n']}\n"
+
+    tool = ScriptedTool("t")
+    tool.add_tool("cb", "asyncio", cb)
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        calls = [loop.run_in_executor(None, tool.execute_sync, f"cb --n {n}") for n in range(4)]
+        return [result.stdout for result in await asyncio.gather(*calls)]
+
+    assert asyncio.run(main()) == ["0\n", "1\n", "2\n", "3\n"]
