@@ -39,6 +39,7 @@ class _Converter:
     def __init__(self, src: str, data: bytes, root: Node, max_depth: int, max_ops: int) -> None:
         self.src = src
         self.root = root
+        self.masked: list[tuple[int, int]] = []  # regions tree-sitter saw blanked
         self.data = data
         self.ascii = len(src) == len(data)
         self.max_depth = max_depth
@@ -77,6 +78,9 @@ class _Converter:
     # ------------------------------------------------------------------ substitutions
 
     def resolve(self, offset: int) -> tuple[A.Program, int] | None:
+        for start, end in self.masked:
+            if start <= offset < end:
+                return None  # tree-sitter saw this blanked out: parse the original text
         if self._subst is None:
             index: dict[int, Node] = {}
             stack = [self.root]
@@ -865,13 +869,14 @@ def parse(script: str, max_depth: int = 100, max_ops: int = 100_000) -> A.Progra
     return _parse_cached(script, max_depth, max_ops)
 
 
-def mask_expansions(script: str) -> str:
+def mask_expansions(script: str, spans: list[tuple[int, int]] | None = None) -> str:
     """The script with the inside of every ``${...}`` and ``$((...))`` blanked out
     (same UTF-8 length, newlines kept) and every ``[`` command renamed. tree-sitter-bash
-    misparses some valid expansions (``${x:$i}``, ``${x: i*2}``) and ``[`` commands
-    (``[ -d / ]``, ``[ 1 -eq ]``); word interiors are lexed by ``word_parser`` from the
-    original text anyway, so when tree-sitter reports an error the script is parsed
-    again in this form."""
+    misparses some valid expansions (``${x:$i}``, ``${x: i*2}``, ``$((a); b)``) and ``[``
+    commands (``[ -d / ]``, ``[ 1 -eq ]``); word interiors are lexed by ``word_parser``
+    from the original text anyway, so when tree-sitter reports an error the script is
+    parsed again in this form. ``spans`` receives the blanked (start, end) offsets: a
+    ``$(...)`` found there must be parsed from the original text."""
     out = list(script)
     n = len(script)
     i = 0
@@ -893,7 +898,7 @@ def mask_expansions(script: str) -> str:
         elif c == "$" and script.startswith("{", i + 1):
             end = _match_close(script, i + 2, "{", "}")
             if end > 0:
-                _blank(out, script, i + 2, end)
+                _blank(out, script, i + 2, end, spans)
                 i = end + 1
                 continue
         elif (
@@ -906,8 +911,13 @@ def mask_expansions(script: str) -> str:
         elif c == "$" and script.startswith("((", i + 1):
             end = _match_close(script, i + 3, "(", ")")
             if end > 0 and script.startswith(")", end + 1):
-                _blank(out, script, i + 3, end)
+                _blank(out, script, i + 3, end, spans)
                 i = end + 2
+                continue
+            end = _match_close(script, i + 2, "(", ")")  # `$( (...); ...)`: a subshell
+            if end > 0:
+                _blank(out, script, i + 2, end, spans)
+                i = end + 1
                 continue
         i += 1
     return "".join(out)
@@ -936,8 +946,12 @@ def _match_close(s: str, i: int, open_c: str, close_c: str) -> int:
     return -1
 
 
-def _blank(out: list[str], s: str, start: int, end: int) -> None:
+def _blank(
+    out: list[str], s: str, start: int, end: int, spans: list[tuple[int, int]] | None
+) -> None:
     """Blank ``s[start:end]``, keeping newlines and the UTF-8 length (byte offsets)."""
+    if spans is not None:
+        spans.append((start - 2, end + 1))
     for k in range(start, end):
         ch = s[k]
         if ch != "\n":
@@ -949,13 +963,15 @@ def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
     data = script.encode("utf-8", "surrogatepass")
     tree = _PARSER.parse(data)
     err = _first_error(tree.root_node)
+    masked_spans: list[tuple[int, int]] = []
     if err is not None:
-        masked = mask_expansions(script)
+        masked = mask_expansions(script, masked_spans)
         if masked != script:
             retry = _PARSER.parse(masked.encode("utf-8", "surrogatepass"))
             if _first_error(retry.root_node) is None:
                 tree, err = retry, None
     conv = _Converter(script, data, tree.root_node, max_depth, max_ops)
+    conv.masked = masked_spans if err is None else []
     if err is not None:
         raise conv.syntax_error(err)
     body = conv.sequence(list(tree.root_node.children))
