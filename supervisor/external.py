@@ -87,6 +87,38 @@ def failure_of(tool: str, outcome: Outcome, deadline: float | None) -> ToolFailu
     return ToolFailure(f"{tool}: {error}\n", EXIT_FAILED)
 
 
+Invoke = Callable[[str, Any, "float | None"], Awaitable[Outcome]]
+
+
+def build_callback(
+    tool: str,
+    fmt: str,
+    invoke: Invoke,
+    *,
+    deadline: float | None = None,
+    encode: Encoder | None = None,
+    decode: Decoder | None = None,
+) -> ExternalCallback:
+    """A ``(params, stdin) -> str`` callback around any ``invoke(tool, value, deadline)``
+    that returns an `Outcome`: input encoding, output decoding and the exit-status table
+    live here once, whatever loop or thread the invoke runs in."""
+    encoder = encode or default_encoder(fmt)
+    decoder = decode or default_decoder
+
+    async def callback(params: dict[str, Any], stdin: str | None) -> str:
+        name = _command_name(tool)
+        try:
+            value = encoder(params, stdin)
+        except ToolFailure as failure:
+            raise ToolFailure(f"{name}: {failure.message}", failure.exit_code) from None
+        outcome = await invoke(tool, value, deadline)
+        if outcome.status != "completed":
+            raise failure_of(name, outcome, deadline)
+        return decoder(outcome.value)
+
+    return callback
+
+
 def make_callback(
     supervisor: Supervisor,
     tool: str,
@@ -99,25 +131,16 @@ def make_callback(
     policy = supervisor.tools.get(tool)
     if policy is None:
         raise ValueError(f"the supervisor has no tool {tool!r}")
-    encoder = encode or default_encoder(policy.format)
-    decoder = decode or default_decoder
     token = supervisor.trio_token
 
-    async def callback(params: dict[str, Any], stdin: str | None) -> str:
-        name = _command_name(tool)
-        try:
-            value = encoder(params, stdin)
-        except ToolFailure as failure:
-            raise ToolFailure(f"{name}: {failure.message}", failure.exit_code) from None
+    async def invoke(tool: str, value: Any, deadline: float | None) -> Outcome:
         if _in_run(token):
-            outcome = await supervisor.invoke(tool, value, deadline=deadline)
-        else:
-            outcome = await _invoke_from_elsewhere(supervisor, token, tool, value, deadline)
-        if outcome.status != "completed":
-            raise failure_of(name, outcome, deadline)
-        return decoder(outcome.value)
+            return await supervisor.invoke(tool, value, deadline=deadline)
+        return await _invoke_from_elsewhere(supervisor, token, tool, value, deadline)
 
-    return callback
+    return build_callback(
+        tool, policy.format, invoke, deadline=deadline, encode=encode, decode=decode
+    )
 
 
 def _command_name(tool: str) -> str:

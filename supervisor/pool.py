@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 #: Back-off after a session failed to start: doubles up to the maximum.
 START_BACKOFF = 0.05
 START_BACKOFF_MAX = 2.0
+#: Ended sessions kept in `Pool.history` (each holds at most its bounded diagnostics).
+HISTORY = 32
 
 
 class WorkerUnavailable(Exception):
@@ -73,6 +75,8 @@ class Pool:
         self._closing = False
         self.started_sessions = 0
         self.replaced_sessions = 0
+        #: The last sessions that ended (reaped), newest last: why they ended, how.
+        self.history: deque[Session] = deque(maxlen=HISTORY)
 
     # -- life -----------------------------------------------------------------------------
 
@@ -165,9 +169,13 @@ class Pool:
         free = self._free
         while free:
             session = free.popleft()
-            if session.usable and session in self._sessions:
-                self._lease(session)
-                return session
+            if not session.usable or session not in self._sessions:
+                continue
+            if trio.current_time() >= session.expires_at - self.retire_margin:
+                self._retire(session)
+                continue
+            self._lease(session)
+            return session
         return None
 
     def _lease(self, session: Session) -> None:
@@ -216,7 +224,8 @@ class Pool:
     # -- sessions -----------------------------------------------------------------------
 
     def _on_dead(self, session: Session) -> None:
-        """Called synchronously by `Session.kill`: drop it, replace it if needed."""
+        """Called synchronously when a session stops taking calls (killed, or closing):
+        drop it, replace it if needed."""
         was_member = session in self._sessions or session in self._retiring
         self._sessions.discard(session)
         if self._load.get(session, 0) == 0:
@@ -246,9 +255,11 @@ class Pool:
         self._starting += 1
         self.started_sessions += 1
         try:
-            await self._nursery.start(session.run)
+            await self._nursery.start(self._serve, session)
         except SessionStartError as exc:
             self._sessions.discard(session)
+            if self._closing:
+                return  # killed by the shutdown while it started
             self._failures += 1
             self._last_error = str(exc)
             log.warning("a worker failed to start: %s", exc)
@@ -270,6 +281,14 @@ class Pool:
             if session not in self._sessions:
                 break
             self._offer(session)
+
+    async def _serve(
+        self, session: Session, *, task_status: trio.TaskStatus[Session] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        try:
+            await session.run(task_status=task_status)
+        finally:
+            self.history.append(session)
 
     def _fail_waiters(self, why: str) -> None:
         waiters, self._waiters = self._waiters, deque()

@@ -166,6 +166,8 @@ class Session:
         *,
         on_dead: Callable[[Session], None] | None = None,
     ) -> None:
+        """``on_dead(session)`` is called (synchronously) once the session stops taking
+        calls: killed, or closing."""
         self.id = new_session_id()
         key = new_session_key()
         self._bootstrap: bytes | None = encode_bootstrap(self.id, key)
@@ -242,8 +244,16 @@ class Session:
         Raises `SessionStartError` if the worker never becomes ready; after that it never
         raises: whatever goes wrong poisons the session, which then ends.
         """
-        spawned, host_ends = await start_worker(self._launcher)
+        try:
+            spawned, host_ends = await start_worker(self._launcher)
+        except Exception as exc:  # the sandbox said no: fail closed, say why
+            self.state = "dead"
+            self.end_reason = "launch_failed"
+            self._reaped.set()
+            raise SessionStartError(f"the worker could not be started: {exc}") from exc
         self._spawned = spawned
+        if self.state == "dead":  # killed (e.g. the pool shut down) while it was starting
+            spawned.kill(self.end_reason or "host_shutdown")
         self.spawned_at = trio.current_time()
         if self.config.lifetime is not None:
             self.expires_at = self.spawned_at + self.config.lifetime
@@ -262,9 +272,10 @@ class Session:
                 nursery.start_soon(self._timer)
                 bootstrap, self._bootstrap = self._bootstrap, None
                 assert bootstrap is not None
-                self._send(bootstrap + self.conn.open())
-                with trio.move_on_after(self.config.start_timeout):
-                    await self._settled.wait()
+                if self.state == "new":
+                    self._send(bootstrap + self.conn.open())
+                    with trio.move_on_after(self.config.start_timeout):
+                        await self._settled.wait()
                 if self.state == "ready":
                     started = True
                     task_status.started(self)
@@ -288,6 +299,7 @@ class Session:
         """Whatever happened: kill if alive, reap, close every fd, release the container."""
         if self.state != "closed":
             self.kill(self.end_reason or "host_shutdown")
+            spawned.kill(self.end_reason or "host_shutdown")
         if self.returncode is None:
             with trio.move_on_after(self.config.reap_timeout):
                 self.returncode = await spawned.wait()
@@ -338,24 +350,29 @@ class Session:
         return self._reaped.is_set()
 
     async def close(self) -> None:
-        """The graceful end, when nothing is in flight; kills on refusal or timeout."""
-        if self.state != "ready":
-            if self.state == "new":
-                self.kill("host_shutdown")
-            await self.wait_reaped()
-            return
+        """The graceful end, when nothing is in flight; kills on refusal or timeout.
+        Returns once the worker is reaped."""
+        if self.state == "new":
+            self.kill("host_shutdown")
+        elif self.state == "ready":
+            await self._close_and_wait()
+        await self.wait_reaped()
+
+    async def _close_and_wait(self) -> None:
+        """Send ``close`` (or kill if calls are in flight) and wait for the exit."""
         try:
             line = self.conn.close()
         except Refused:
             self.kill("host_shutdown")
-        else:
-            self.state = "closing"
-            self._send(line)
-            with trio.move_on_after(self.config.close_timeout):
-                await self._exited.wait()
-            if not self._exited.is_set():
-                self.kill("close_timeout")
-        await self.wait_reaped()
+            return
+        self.state = "closing"
+        self._send(line)
+        if self._on_dead is not None:
+            self._on_dead(self)
+        with trio.move_on_after(self.config.close_timeout):
+            await self._exited.wait()
+        if not self._exited.is_set():
+            self.kill("close_timeout")
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -683,7 +700,10 @@ class Session:
                 wake = min(wake, trio.current_time() + interval)
             await trio.sleep_until(wake)
             if trio.current_time() >= self.expires_at:
-                self.kill("session_deadline")
+                if self.state == "ready" and not self._calls:
+                    await self._close_and_wait()  # idle: no call is hurt by a clean end
+                else:
+                    self.kill("session_deadline")
                 return
             if self.state == "ready" and not self._calls:
                 with contextlib.suppress(SessionUnusable, Refused):

@@ -109,6 +109,7 @@ class Supervisor:
         on_audit: Callable[[CallEvent], None] | None = None,
         retry_backoff: float = 0.05,
         reconcile_timeout: float = 5.0,
+        frame_timeout: float | None = 5.0,
     ) -> None:
         if isinstance(adapters, str):
             adapters = [adapters]
@@ -131,8 +132,10 @@ class Supervisor:
             _check_seconds(name, value)
         if not (isinstance(cancel_grace, int | float) and 0 <= cancel_grace < math.inf):
             raise ValueError("cancel_grace must be a number of seconds >= 0")
-        if session_lifetime is not None:
-            _check_seconds("session_lifetime", session_lifetime)
+        for name, maybe in (("session_lifetime", session_lifetime),
+                            ("ping_interval", ping_interval), ("frame_timeout", frame_timeout)):
+            if maybe is not None:
+                _check_seconds(name, maybe)
         self.adapters = list(adapters)
         self.worker_argv = None if worker_argv is None else list(worker_argv)
         self.policy = policy if policy is not None else SandboxPolicy()
@@ -147,6 +150,7 @@ class Supervisor:
         self.ping_interval = ping_interval
         self.retry_backoff = retry_backoff
         self.reconcile_timeout = reconcile_timeout
+        self.frame_timeout = frame_timeout
         self._tools = list(tools)
         self._max_pending = max_pending
         self._ledger_path = ledger_path
@@ -201,6 +205,7 @@ class Supervisor:
                 cancel_grace=self.cancel_grace,
                 lifetime=self.session_lifetime,
                 ping_interval=self.ping_interval,
+                frame_timeout=self.frame_timeout,
             )
             margin = 0.0 if self.session_lifetime is None else min(60.0, self.session_lifetime / 10)
             self._pool = Pool(

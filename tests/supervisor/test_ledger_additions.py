@@ -13,6 +13,8 @@ from supervisor.ledger import (
     UnknownOperation,
 )
 
+NEEDS_SANDBOX = False
+
 
 class Clock:
     def __init__(self) -> None:

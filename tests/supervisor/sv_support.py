@@ -1,0 +1,77 @@
+"""Helpers for the supervisor's tests: a checked supervisor, the faulty worker, probes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psutil
+
+from sandbox.policy import DEFAULT_ENV, SandboxPolicy
+from sandbox.pyworker import python_command
+from supervisor.ledger import ToolPolicy
+from supervisor.supervisor import Supervisor
+
+ADAPTERS = "sv_test_adapters:registry"
+EXAMPLES = "worker_runtime.examples:registry"
+KiB = 1024
+
+
+def fake_worker(mode: str, **policy: Any) -> dict[str, Any]:
+    """Supervisor arguments for the misbehaving worker in ``fakes/`` (via worker_argv)."""
+    command = python_command("sv_fake_worker", [mode], modules=("worker_runtime", "msgspec"))
+    return {
+        "worker_argv": list(command.argv),
+        "policy": SandboxPolicy(
+            binds=command.binds, env={**DEFAULT_ENV, **command.env}, **policy
+        ),
+        "tools": [ToolPolicy("fake", max_calls=2**40, max_input_bytes=512 * KiB)],
+    }
+
+
+@asynccontextmanager
+async def supervisor(**kwargs: Any) -> AsyncIterator[Supervisor]:
+    """A started supervisor; after it closed, no process of any of its sandboxes lives."""
+    if "adapters" not in kwargs and "worker_argv" not in kwargs:
+        kwargs["adapters"] = [ADAPTERS]
+    kwargs.setdefault("ping_interval", None)
+    sup = Supervisor(**kwargs)
+    async with sup:
+        yield sup
+    assert_no_survivors(sup)
+
+
+def assert_no_survivors(sup: Supervisor) -> None:
+    sessions = list(sup.pool.history) + list(sup.pool.sessions)
+    alive = {s.id: s.survivors() for s in sessions}
+    assert not any(alive.values()), f"sandbox processes survive: {alive}"
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def rss() -> int:
+    return int(psutil.Process().memory_info().rss)
+
+
+def worker_process(session_pid: int | None) -> psutil.Process:
+    """The Python worker inside a session's sandbox (a descendant of its bwrap)."""
+    assert session_pid is not None
+    for child in psutil.Process(session_pid).children(recursive=True):
+        try:
+            if "worker_runtime" in " ".join(child.cmdline()) or "sv_fake" in " ".join(
+                child.cmdline()
+            ):
+                return child
+        except psutil.Error:
+            continue
+    raise AssertionError(f"no worker process under pid {session_pid}")
+
+
+def check_ledger(sup: Supervisor, *, indeterminate_ok: bool = True) -> None:
+    """Every operation is resolved, or pending only because it is indeterminate."""
+    for info in sup.ledger.pending():
+        assert indeterminate_ok and info.indeterminate, f"operation left pending: {info}"

@@ -1,0 +1,110 @@
+"""The pool with real workers: pre-warming, FIFO fairness, backpressure, the bounded
+wait, replacement of dead sessions, retirement after the call budget, several calls in
+flight per session."""
+
+from __future__ import annotations
+
+import trio
+from sv_support import supervisor
+
+
+async def test_pool_is_prewarmed() -> None:
+    async with supervisor(pool_size=3) as sup:
+        assert sup.pool.alive == 3 and len({s.id for s in sup.pool.sessions}) == 3
+    async with supervisor(pool_size=3, pool_min=1) as sup:
+        assert sup.pool.alive == 1
+        handles = [await sup.start("sleep", "0.5") for _ in range(3)]
+        outs = [await h.outcome() for h in handles]
+        assert {o.status for o in outs} == {"completed"}
+        assert len({o.session_id for o in outs}) == 3  # it grew on demand, up to 3
+
+
+async def test_waiters_are_served_in_arrival_order() -> None:
+    async with supervisor(pool_size=1) as sup:
+        order: list[int] = []
+
+        async def call(i: int) -> None:
+            out = await sup.invoke("sleep", "0.05")
+            assert out.status == "completed"
+            order.append(i)
+
+        async with trio.open_nursery() as nursery:
+            for i in range(8):
+                nursery.start_soon(call, i)
+                await trio.sleep(0.01)  # arrival order = i
+        assert order == list(range(8))
+
+
+async def test_the_wait_for_a_worker_is_bounded() -> None:
+    async with supervisor(pool_size=1, acquire_timeout=0.3) as sup:
+        busy = await sup.start("sleep", "30")
+        await trio.sleep(0.1)
+        started = trio.current_time()
+        out = await sup.invoke("echo", "x")
+        assert (out.status, out.error_code, out.rid) == ("failed", "no_worker", None)
+        assert "no worker became free" in (out.error or "")
+        assert 0.3 <= trio.current_time() - started < 2
+        assert sup.ledger.outcome(out.op_id) is not None  # resolved, not left pending
+        assert (await busy.cancel()).status == "cancelled"
+
+
+async def test_dead_sessions_are_replaced() -> None:
+    async with supervisor(pool_size=2) as sup:
+        first = {s.id for s in sup.pool.sessions}
+        outs = [await sup.invoke("hang", "", deadline=0.2) for _ in range(2)]
+        assert {o.status for o in outs} == {"indeterminate"}
+        with trio.fail_after(10):
+            while sup.pool.alive < 2:
+                await trio.sleep(0.02)
+        now = {s.id for s in sup.pool.sessions}
+        assert len(now) == 2 and not now & first
+        assert sup.pool.replaced_sessions == 2
+
+
+async def test_sessions_retire_after_their_call_budget() -> None:
+    async with supervisor(pool_size=1, max_calls_per_worker=3) as sup:
+        outs = [await sup.invoke("echo", str(i)) for i in range(7)]
+        sessions = [o.session_id for o in outs]
+        assert sessions[0] == sessions[1] == sessions[2] != sessions[3]
+        assert sessions[3] == sessions[4] == sessions[5] != sessions[6]
+        with trio.fail_after(5):
+            while len(sup.pool.history) < 2:
+                await trio.sleep(0.02)
+        assert all(s.end_reason == "closed" and s.returncode == 0 for s in sup.pool.history)
+
+
+async def test_several_calls_in_flight_on_one_session() -> None:
+    async with supervisor(pool_size=1, max_in_flight=4) as sup:
+        started = trio.current_time()
+        handles = [await sup.start("sleep", "0.4") for _ in range(4)]
+        outs = [await h.outcome() for h in handles]
+        assert {o.status for o in outs} == {"completed"}
+        assert len({o.session_id for o in outs}) == 1
+        assert trio.current_time() - started < 1.2  # concurrent, not 1.6 s in a row
+
+
+async def test_one_deadline_kill_makes_every_call_on_the_session_indeterminate() -> None:
+    async with supervisor(pool_size=1, max_in_flight=3) as sup:
+        calm = [await sup.start("sleep", "5") for _ in range(2)]
+        wild = await sup.start("hang", "", deadline=0.3)
+        out = await wild.outcome()
+        assert (out.status, out.kill_reason) == ("indeterminate", "deadline")
+        for handle in calm:
+            other = await handle.outcome()
+            assert (other.status, other.kill_reason) == ("indeterminate", "deadline")
+            assert other.session_id == out.session_id
+
+
+async def test_backpressure_many_callers_few_workers() -> None:
+    async with supervisor(pool_size=2) as sup:
+        results: list[str] = []
+
+        async def call(i: int) -> None:
+            out = await sup.invoke("echo", str(i))
+            results.append(out.status)
+
+        async with trio.open_nursery() as nursery:
+            for i in range(60):
+                nursery.start_soon(call, i)
+        assert results == ["completed"] * 60
+        assert sup.pool.waiting == 0 and sup.ledger.pending_count == 0
