@@ -110,6 +110,8 @@ def return_(sh: Interpreter, args: list[str]) -> int:
 
 def _loop_control(sh: Interpreter, args: list[str], name: str) -> int:
     if sh.loop_depth == 0:
+        if sh.silent_loops:
+            return 0
         sh.error(f"{name}: only meaningful in a `for', `while', or `until' loop")
         return 0
     levels = 1

@@ -157,6 +157,8 @@ class Interpreter(ControlMixin, Expander):
         self.shopts: set[str] = set()
         self.errexit_suppressed = 0
         self.loop_depth = 0
+        #: in `( ... )` inside a loop, bash ignores break/continue without a word
+        self.silent_loops = False
         self.func_depth = 0
         self.subst_depth = 0
         self.subshell_depth = 0
@@ -444,8 +446,9 @@ class Interpreter(ControlMixin, Expander):
             raise LimitExceeded(
                 f"maximum function depth exceeded ({self.limits.max_function_depth})"
             )
-        saved_pos = self.positional
+        saved_pos, saved_loops = self.positional, (self.loop_depth, self.silent_loops)
         self.positional = argv[1:]
+        self.loop_depth, self.silent_loops = 0, False  # bash: a function is not in the loop
         self.func_depth += 1
         self.funcnames.append(fn.name)
         self.push_frame()
@@ -458,6 +461,7 @@ class Interpreter(ControlMixin, Expander):
             self.funcnames.pop()
             self.func_depth -= 1
             self.positional = saved_pos
+            self.loop_depth, self.silent_loops = saved_loops
         self.status = status
         return status
 
@@ -577,6 +581,8 @@ class Interpreter(ControlMixin, Expander):
         saved_out, saved_err, saved_in = self.out, self.err, self.stdin
         stdin = saved_in
         last = len(cmds) - 1
+        if node.negate:  # bash: nothing in a negated pipeline triggers `set -e`
+            self.errexit_suppressed += 1
         try:
             for i, c in enumerate(cmds):
                 if i < last:
@@ -586,11 +592,13 @@ class Interpreter(ControlMixin, Expander):
                 else:
                     self.out, self.err = saved_out, saved_err
                 self.stdin = stdin
-                statuses.append(await self.in_subshell(c))
+                statuses.append(await self.in_subshell(c, loops=False))
                 if i < last:
                     stdin = InputStream(sink.getvalue())
         finally:
             self.out, self.err, self.stdin = saved_out, saved_err, saved_in
+            if node.negate:
+                self.errexit_suppressed -= 1
         status = statuses[-1]
         if self.opt_pipefail:
             status = next((s for s in reversed(statuses) if s), 0)
@@ -659,6 +667,7 @@ class Interpreter(ControlMixin, Expander):
             ),
             self.loop_depth,
             self.shell_id,
+            self.silent_loops,
         )
         self.shell_id = next(_shell_ids)
         self.vars = dict(self.vars)
@@ -682,6 +691,7 @@ class Interpreter(ControlMixin, Expander):
             opts,
             self.loop_depth,
             self.shell_id,
+            self.silent_loops,
         ) = saved
         (
             self.opt_errexit,
@@ -693,11 +703,16 @@ class Interpreter(ControlMixin, Expander):
         ) = opts
         self.subshell_depth -= 1
 
-    async def in_subshell(self, node: A.Node | A.Sequence, errexit: bool | None = None) -> int:
-        """Run ``node`` in a subshell environment; returns its exit status."""
+    async def in_subshell(
+        self, node: A.Node | A.Sequence, errexit: bool | None = None, loops: bool = True
+    ) -> int:
+        """Run ``node`` in a subshell environment; returns its exit status. A pipeline
+        element (``loops=False``) is outside the loops around it, as in bash."""
         saved = self.enter_subshell()
         if errexit is not None:
             self.opt_errexit = errexit
+        if not loops:
+            self.loop_depth, self.silent_loops = 0, False
         try:
             status = await self.run_to_exit(node)
             if self.traps:
@@ -732,7 +747,15 @@ class Interpreter(ControlMixin, Expander):
 
     async def x_subshell(self, node: A.Subshell) -> int:
         await self.tick()
-        status = await self.in_subshell(node.body)
+        if self.loop_depth:
+            saved_loops = (self.loop_depth, self.silent_loops)
+            self.loop_depth, self.silent_loops = 0, True
+            try:
+                status = await self.in_subshell(node.body)
+            finally:
+                self.loop_depth, self.silent_loops = saved_loops
+        else:
+            status = await self.in_subshell(node.body)
         self.status = status
         self.check_errexit(status)
         return status

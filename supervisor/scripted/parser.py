@@ -10,6 +10,7 @@ the tree means what bash means.
 from __future__ import annotations
 
 import contextlib
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -40,6 +41,7 @@ class _Converter:
         self.src = src
         self.root = root
         self.masked: list[tuple[int, int]] = []  # regions tree-sitter saw blanked
+        self.bangs: set[int] = set()  # `!` removed before compound commands
         self.data = data
         self.ascii = len(src) == len(data)
         self.max_depth = max_depth
@@ -199,9 +201,21 @@ class _Converter:
                     self.c(node.start_byte),
                 )
             result: A.Node = method(node)
+            if self.bangs:
+                result = self.restore_bang(node, result)
             return result
         finally:
             self.depth -= 1
+
+    def restore_bang(self, node: Node, result: A.Node) -> A.Node:
+        """Negate a compound command whose ``!`` was masked for tree-sitter."""
+        i = self.c(node.start_byte) - 1
+        while i >= 0 and self.src[i] in " \t":
+            i -= 1
+        if i in self.bangs:
+            self.bangs.discard(i)
+            return A.Pipeline((result,), True, (), result.line)
+        return result
 
     def s_command(self, node: Node) -> A.Node:
         line = node.start_point[0] + 1
@@ -230,6 +244,11 @@ class _Converter:
                     f"syntax error near unexpected token `{first.literal}'",
                     self.c(args[0].start_byte),
                 )
+        if (
+            len(words) > 1 and not assigns and type(words[0]) is A.Word and words[0].text == "!"
+        ):  # `! ! cmd`: tree-sitter takes the second `!` for a command name
+            inner = A.SimpleCommand((), tuple(words[1:]), tuple(redirs), line)
+            return A.Pipeline((inner,), True, (), line)
         return A.SimpleCommand(tuple(assigns), tuple(words), tuple(redirs), line)
 
     def s_variable_assignment(self, node: Node) -> A.Node:
@@ -869,14 +888,20 @@ def parse(script: str, max_depth: int = 100, max_ops: int = 100_000) -> A.Progra
     return _parse_cached(script, max_depth, max_ops)
 
 
-def mask_expansions(script: str, spans: list[tuple[int, int]] | None = None) -> str:
+_COMPOUND_AFTER_BANG = re.compile(r"[ \t]+(?:if|for|while|until|case|select|\{|\(|\[\[)[ \t\n(]")
+
+
+def mask_expansions(
+    script: str, spans: list[tuple[int, int]] | None = None, bangs: set[int] | None = None
+) -> str:
     """The script with the inside of every ``${...}`` and ``$((...))`` blanked out
     (same UTF-8 length, newlines kept) and every ``[`` command renamed. tree-sitter-bash
     misparses some valid expansions (``${x:$i}``, ``${x: i*2}``, ``$((a); b)``) and ``[``
     commands (``[ -d / ]``, ``[ 1 -eq ]``); word interiors are lexed by ``word_parser``
     from the original text anyway, so when tree-sitter reports an error the script is
     parsed again in this form. ``spans`` receives the blanked (start, end) offsets: a
-    ``$(...)`` found there must be parsed from the original text."""
+    ``$(...)`` found there must be parsed from the original text; ``bangs`` the offsets
+    of the ``!`` removed before a compound command, which the converter puts back."""
     out = list(script)
     n = len(script)
     i = 0
@@ -901,6 +926,15 @@ def mask_expansions(script: str, spans: list[tuple[int, int]] | None = None) -> 
                 _blank(out, script, i + 2, end, spans)
                 i = end + 1
                 continue
+        elif (
+            c == "!"
+            and not quote
+            and (i == 0 or script[i - 1] in " \t\n;&|({")
+            and _COMPOUND_AFTER_BANG.match(script, i + 1)
+        ):
+            out[i] = " "  # tree-sitter only negates simple commands: `! if ...`, `! {`
+            if bangs is not None:
+                bangs.add(i)
         elif (
             c == "["
             and not quote
@@ -963,16 +997,38 @@ def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
     data = script.encode("utf-8", "surrogatepass")
     tree = _PARSER.parse(data)
     err = _first_error(tree.root_node)
-    masked_spans: list[tuple[int, int]] = []
-    if err is not None:
-        masked = mask_expansions(script, masked_spans)
-        if masked != script:
-            retry = _PARSER.parse(masked.encode("utf-8", "surrogatepass"))
-            if _first_error(retry.root_node) is None:
-                tree, err = retry, None
-    conv = _Converter(script, data, tree.root_node, max_depth, max_ops)
-    conv.masked = masked_spans if err is None else []
-    if err is not None:
-        raise conv.syntax_error(err)
-    body = conv.sequence(list(tree.root_node.children))
-    return A.Program(body, script)
+    if err is None:
+        try:
+            return _convert(script, data, tree.root_node, max_depth, max_ops, [], set())
+        except ShellSyntaxError as first:
+            error: ShellSyntaxError = first
+    else:
+        error = _Converter(script, data, tree.root_node, max_depth, max_ops).syntax_error(err)
+    # tree-sitter-bash misparses some valid scripts: parse again with the regions that
+    # confuse it masked (see mask_expansions); if that fails too, report the first error
+    spans: list[tuple[int, int]] = []
+    bangs: set[int] = set()
+    masked = mask_expansions(script, spans, bangs)
+    if masked != script:
+        retry = _PARSER.parse(masked.encode("utf-8", "surrogatepass"))
+        if _first_error(retry.root_node) is None:
+            try:
+                return _convert(script, data, retry.root_node, max_depth, max_ops, spans, bangs)
+            except ShellSyntaxError:
+                pass
+    raise error
+
+
+def _convert(
+    script: str,
+    data: bytes,
+    root: Node,
+    max_depth: int,
+    max_ops: int,
+    spans: list[tuple[int, int]],
+    bangs: set[int],
+) -> A.Program:
+    conv = _Converter(script, data, root, max_depth, max_ops)
+    conv.masked = spans
+    conv.bangs = bangs
+    return A.Program(conv.sequence(list(root.children)), script)
