@@ -32,6 +32,14 @@ class RwBind:
 
 
 @dataclass(frozen=True)
+class RoBindData:
+    """A read-only file at ``dest`` with the contents bwrap reads from fd ``fd``."""
+
+    fd: int
+    dest: str
+
+
+@dataclass(frozen=True)
 class Symlink:
     target: str
     dest: str
@@ -58,7 +66,7 @@ class RemountRo:
     dest: str
 
 
-MountOp = RoBind | RwBind | Symlink | Proc | Dev | Tmpfs | RemountRo
+MountOp = RoBind | RwBind | RoBindData | Symlink | Proc | Dev | Tmpfs | RemountRo
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,8 @@ def _mount_args(op: MountOp) -> list[str]:
         return ["--ro-bind", op.source, op.dest]
     if isinstance(op, RwBind):
         return ["--bind", op.source, op.dest]
+    if isinstance(op, RoBindData):
+        return ["--ro-bind-data", str(op.fd), op.dest]
     if isinstance(op, Symlink):
         return ["--symlink", op.target, op.dest]
     if isinstance(op, Proc):

@@ -46,7 +46,7 @@ class Sandbox:
         self.started_at = time.monotonic()
         self._status_fd: int | None = plan.status_read_fd
         os.set_blocking(plan.status_read_fd, False)
-        self._status = BwrapStatus()
+        self._status: BwrapStatus = plan.status  # the gate may have read from it already
         self._lock = threading.RLock()
         self._returncode: int | None = None
         self._cpu_seconds: float | None = None
