@@ -419,11 +419,17 @@ class Ledger(LedgerEngine):
             return self._fail(op, status.message)
         return self._cancel(op, "reconciled")
 
-    def expire_timed_out(self) -> list[int]:
+    def expire_timed_out(self, *, before: float | None = None) -> list[int]:
         """Resolve every operation whose deadline has passed as ``TimedOut`` (one journal
-        transaction for all). Call it at ``next_deadline()``. Returns their ids."""
+        transaction for all). Call it at ``next_deadline()``. Returns their ids.
+
+        ``before``: only those whose deadline is at or before this instant (on the
+        ledger's clock), e.g. ``now - slack`` so that a host's own watchdog, still in its
+        cancel grace, settles its calls first."""
         heap = self._deadlines
         now = self._clock()
+        if before is not None:
+            now = min(now, before)
         expired: list[int] = []
         if not heap or heap[0][0] > now:
             return expired

@@ -84,3 +84,13 @@ def test_deadline_of_an_ended_operation_is_refused() -> None:
         ledger.deadline(op)
     with pytest.raises(UnknownOperation):
         ledger.deadline(999)
+
+
+def test_expiry_can_leave_recent_deadlines_to_the_host() -> None:
+    ledger, clock = make()
+    old = ledger.start("t", "x", deadline=1.0)
+    recent = ledger.start("t", "x", deadline=2.0)
+    clock.now = 102.5
+    assert ledger.expire_timed_out(before=clock.now - 1.0) == [old]
+    assert isinstance(ledger.outcome(old), TimedOut) and ledger.outcome(recent) is None
+    assert ledger.expire_timed_out() == [recent]
