@@ -7,12 +7,16 @@ writes to ``sh.out``/``sh.err`` and reads ``sh.stdin`` directly.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from .arithmetic import ArithError, compile_arith
 from .errors import BreakLoop, ContinueLoop, ExitShell, ReturnFromFunction, ShellError
-from .param_ops import quote_single
+from .jobs import wait_jobs
+from .param_ops import format_declare, quote_single
+from .patterns import EXTGLOB, NOCASE
+from .printer import format_function
 from .word_parser import decode_ansi_c
 
 if TYPE_CHECKING:
@@ -186,8 +190,6 @@ _SET_ON_BY_DEFAULT = frozenset({"braceexpand", "hashall", "interactive-comments"
 
 
 def set_(sh: Interpreter, args: list[str]) -> int:
-    from .param_ops import format_declare
-
     if not args:
         for name in sorted(sh.vars):
             v = sh.vars[name]
@@ -327,8 +329,6 @@ def type_(sh: Interpreter, args: list[str]) -> int:
 
 
 def function_text(sh: Interpreter, name: str) -> str:
-    from .printer import format_function
-
     return format_function(sh.functions[name])
 
 
@@ -457,8 +457,6 @@ def trap(sh: Interpreter, args: list[str]) -> int:
 
 
 def wait(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
-    from .jobs import wait_jobs
-
     return wait_jobs(sh, args)
 
 
@@ -479,8 +477,6 @@ def time_(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
 
 
 async def _timed(sh: Interpreter, argv: list[str], posix: bool) -> int:
-    import time
-
     start = time.monotonic()
     status = await sh.invoke(argv) if argv else 0
     elapsed = time.monotonic() - start
@@ -583,8 +579,6 @@ _SHOPT_DEFAULT_ON = frozenset(
 
 def shopt(sh: Interpreter, args: list[str]) -> int:
     """``shopt``: extglob and nocasematch change matching; the rest are remembered."""
-    from .patterns import EXTGLOB, NOCASE
-
     mode = ""
     quiet = False
     names: list[str] = []

@@ -10,6 +10,8 @@ from . import ast as A
 from .errors import ShellError
 from .io import InputStream
 from .param_ops import format_declare
+from .parser import parse
+from .printer import format_function
 from .state import ARRAY, ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER
 
 if TYPE_CHECKING:
@@ -182,8 +184,6 @@ async def _declare_string(sh: Interpreter, item: str, opts: _Options, local: boo
             key = sh.arith_expr(str(key))
         sh.assign_item(name, key, value, op == "+=")
     elif value.startswith("(") and value.endswith(")") and opts.add & (ARRAY | ASSOC):
-        from .parser import parse
-
         prog = parse(f"__decl_tmp={value}")
         first = prog.body.body[0]
         assign = first.assigns[0]  # type: ignore[union-attr]
@@ -209,8 +209,6 @@ def _print_vars(sh: Interpreter, names: list[str], strict: bool = False) -> int:
 
 
 def _print_functions(sh: Interpreter, names: list[str | A.Assign], names_only: bool) -> int:
-    from .printer import format_function
-
     wanted = [x for x in names if isinstance(x, str)] or sorted(sh.functions)
     status = 0
     for name in wanted:

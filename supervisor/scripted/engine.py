@@ -53,12 +53,21 @@ def grace(timeout: float) -> float:
     return min(GRACE_MAX, max(GRACE_MIN, timeout / 10))
 
 
+def _template() -> dict[str, Var]:
+    """The variables every shell starts with. Generation 0 never matches a live shell,
+    so a shell that changes one copies it first (copy-on-write): the template is shared."""
+    template = {name: Var(value, 0, 0) for name, value in _SHELL_VARS.items()}
+    template["PWD"] = Var("/home/user", EXPORT, 0)
+    template["BASH_VERSINFO"] = Var(dict(enumerate(_VERSINFO)), ARRAY, 0)
+    return template
+
+
+_TEMPLATE = _template()
+
+
 def init_shell(sh: Interpreter, env: Mapping[str, str]) -> None:
+    sh.vars = dict(_TEMPLATE)
     gen = sh.gen
-    for name, value in _SHELL_VARS.items():
-        sh.vars[name] = Var(value, 0, gen)
-    sh.vars["PWD"] = Var("/home/user", EXPORT, gen)
-    sh.vars["BASH_VERSINFO"] = Var(dict(enumerate(_VERSINFO)), ARRAY, gen)
     for name, value in env.items():
         sh.vars[name] = Var(value, EXPORT, gen)
 

@@ -21,6 +21,7 @@ import anyio.lowlevel
 
 from . import ast as A
 from .arithmetic import ArithError
+from .builtins_vars import run_declaration
 from .contract import CommandResult, CommandTable, ExecutionLimits
 from .control import ControlMixin
 from .errors import (
@@ -32,11 +33,13 @@ from .errors import (
     RequestTimeout,
     ReturnFromFunction,
     ShellError,
+    ShellSyntaxError,
 )
 from .expansion import Expander
 from .io import NULL, InputStream, Sink
-from .jobs import finish_jobs
-from .state import ARRAY, EXPORT, Var
+from .jobs import finish_jobs, start_job
+from .parser import parse
+from .state import ARRAY, EXPORT, Var, _generations
 
 if TYPE_CHECKING:
     from .jobs import JobTable
@@ -220,7 +223,6 @@ class Interpreter(ControlMixin, Expander):
         handler = self.traps.pop("EXIT", None)
         if not handler:
             return status
-        from .parser import parse
 
         try:
             await self.run_seq(parse(handler).body)
@@ -472,8 +474,6 @@ class Interpreter(ControlMixin, Expander):
         return 0
 
     async def x_decl(self, cmd: A.DeclCommand) -> int:
-        from .builtins_vars import run_declaration
-
         await self.tick()
         self.lineno = cmd.line
         if cmd.redirs:
@@ -636,8 +636,6 @@ class Interpreter(ControlMixin, Expander):
         return await self.run_seq(node)
 
     async def x_background(self, node: A.Background) -> int:
-        from .jobs import start_job
-
         await self.tick()
         await start_job(self, node.body)
         self.status = 0
@@ -672,8 +670,6 @@ class Interpreter(ControlMixin, Expander):
         self.shell_id = next(_shell_ids)
         self.vars = dict(self.vars)
         self.frames = [dict(f) for f in self.frames]
-        from .state import _generations
-
         self.gen = next(_generations)
         self.functions = dict(self.functions)
         self.traps = {}
@@ -725,8 +721,6 @@ class Interpreter(ControlMixin, Expander):
 
     def fork(self, out: Sink, err: Sink) -> Interpreter:
         """An independent copy of this shell for a background job."""
-        from .state import _generations
-
         child = copy.copy(self)
         # both sides get a new generation: a Var of the moment of the fork is copied
         # before either of them changes it (the parent keeps running concurrently)
@@ -781,8 +775,6 @@ class Interpreter(ControlMixin, Expander):
 
     async def run_string(self, script: str) -> int:
         """``eval``: parse and run text in this shell."""
-        from .errors import ShellSyntaxError
-        from .parser import parse
 
         try:
             program = parse(script, self.limits.max_ast_depth, self.limits.max_parser_operations)

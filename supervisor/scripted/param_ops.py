@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .patterns import fnmatch
 from .state import ARRAY, ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER, Var
+from .word_parser import decode_ansi_c
 
 _SAFE_Q = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=+@%,^")
 
@@ -127,8 +128,6 @@ def transform(op: str, value: str) -> str:
     if op == "@L":
         return value.lower()
     if op == "@E":
-        from .word_parser import decode_ansi_c
-
         return decode_ansi_c(value)
     if op == "@Q":
         return quote_single(value)

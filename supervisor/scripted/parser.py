@@ -19,6 +19,7 @@ from tree_sitter import Language, Node, Parser
 
 from . import ast as A
 from .arithmetic import ArithError, compile_arith
+from .braces import brace_expand
 from .errors import ParseLimitError, ShellSyntaxError
 from .word_parser import WordLexer, make_word
 
@@ -116,8 +117,6 @@ class _Converter:
             raise self.error_at(exc.message, start) from None
 
     def arg_word(self, start: int, end: int) -> A.ArgWord:
-        from .braces import brace_expand
-
         return brace_expand(self.word_range(start, end))
 
     def split_words(self, start: int, end: int) -> list[tuple[int, int]]:
@@ -223,14 +222,16 @@ class _Converter:
         redirs: list[A.Redir] = []
         args: list[Node] = []
         for i, ch in enumerate(node.children):
-            field = node.field_name_for_child(i)
             t = ch.type
             if t == "variable_assignment":
                 assigns.append(self.assignment(ch))
             elif t in _REDIRECT_TYPES:
                 redirs.append(self.redirect(ch))
-            elif field == "name" or field == "argument" or (ch.is_named and t != "comment"):
-                args.append(ch)
+            elif ch.is_named:
+                if t != "comment":
+                    args.append(ch)
+            elif node.field_name_for_child(i) in ("name", "argument"):
+                args.append(ch)  # e.g. the `$` tree-sitter splits off `$"..."`
         words = [self.arg_word(s, e) for s, e in self.merged_ranges(args)]
         if words:
             first = words[0]

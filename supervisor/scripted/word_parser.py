@@ -9,6 +9,7 @@ the whole script, so a resolver can hand back the already-parsed ``$(...)`` prog
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from .ast import (
@@ -39,6 +40,9 @@ _HEREDOC_ESCAPABLE = frozenset("$`\\\n")
 _PARAM_OPS = (":-", ":=", ":?", ":+", "//", "/#", "/%", "##", "%%", "^^", ",,")
 _PARAM_OPS1 = frozenset("-=?+#%/^,:@")
 _TRANSFORMS = frozenset("QEPAKaUuLk")
+
+#: a word with no quoting, expansion, tilde or process substitution
+_PLAIN_WORD = re.compile(r"[^\\'\"$`~<>\s]*")
 
 _ANSI_SIMPLE = {
     "a": "\a",
@@ -154,6 +158,10 @@ class WordLexer:
     def word(self, assignment: bool = False) -> Word:
         """An ordinary word; ``assignment`` enables ``~`` after ``:`` (``PATH=~/a:~/b``)."""
         start = self.pos
+        text = self.src[start : self.end]
+        if _PLAIN_WORD.fullmatch(text):  # the common case: nothing to lex
+            self.pos = self.end
+            return Word((Lit(text),), text, text)
         parts = self._parts(stop="", assignment=assignment, tilde=True)
         return make_word(parts, self.src[start : self.pos])
 
