@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -282,7 +281,7 @@ def sandbox_cgroup_name(uid: int) -> str:
     """``sv-<host pid>-<host start time>-<sandbox uid>-<random>``: whose sandbox it is,
     so a later host can collect what a dead one left behind."""
     pid = os.getpid()
-    return f"sv-{pid}-{host_start_time(pid)}-{uid}-{secrets.token_hex(4)}"
+    return f"sv-{pid}-{host_start_time(pid)}-{uid}-{os.urandom(4).hex()}"
 
 
 def _owner_alive(name: str) -> bool:

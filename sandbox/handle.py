@@ -19,14 +19,14 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-import psutil
-
 from .cgroups import CgroupCounters, SandboxCgroup
 from .errors import ContainmentError
 from .policy import SandboxPolicy
 from .termination import BwrapStatus, Termination, classify
 
 if TYPE_CHECKING:
+    import psutil
+
     from .launch import LaunchPlan
 
 #: After killing the namespace's init, how long bwrap gets to reap it and exit by itself.
@@ -177,6 +177,8 @@ class Sandbox:
         return fd
 
     def _is_ours(self, pid: int) -> bool:
+        import psutil
+
         try:
             if self.cgroup is not None:
                 with open(f"/proc/{pid}/cgroup") as f:
@@ -215,6 +217,8 @@ class Sandbox:
         scans every process of the machine for the sandbox's own uid (a fresh uid is
         this sandbox's alone), which finds anything that escaped both. The sandbox's uid
         cannot move a process out of its cgroup, so `cleanup` scans only without one."""
+        import psutil  # here, not at import: `sandvisor exec` starts faster without it
+
         found: dict[int, psutil.Process] = {}
         if self.cgroup is not None and not self.cgroup.removed:
             for pid in self.cgroup.pids():
@@ -285,6 +289,8 @@ class Sandbox:
 
 
 def _exists(proc: psutil.Process) -> bool:
+    import psutil
+
     try:
         return bool(proc.is_running()) and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:

@@ -19,8 +19,6 @@ import contextlib
 import fcntl
 import os
 import resource
-import secrets
-import shutil
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -85,15 +83,20 @@ def bwrap_path() -> str:
     """``$SANDVISOR_BWRAP`` if set (exactly that file), else bwrap on PATH or in /usr/bin."""
     chosen = os.environ.get("SANDVISOR_BWRAP")
     if chosen is not None:
-        if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
+        if not _executable(chosen):
             raise SandboxUnavailable(
                 "bubblewrap (bwrap)", _FIX_BWRAP, f"SANDVISOR_BWRAP={chosen} is not executable"
             )
         return chosen
-    path = shutil.which("bwrap") or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else "")
+    dirs = [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin"]
+    path = next((p for d in dirs if d and _executable(p := os.path.join(d, "bwrap"))), "")
     if not path:
         raise SandboxUnavailable("bubblewrap (bwrap)", _FIX_BWRAP, "not found on PATH")
     return path
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def rlimits_for(policy: SandboxPolicy) -> tuple[tuple[int, int, int], ...]:
@@ -114,7 +117,7 @@ def rlimits_for(policy: SandboxPolicy) -> tuple[tuple[int, int, int], ...]:
 def allocate_uid(policy: SandboxPolicy) -> int:
     if policy.sandbox_uid is not None:
         return policy.sandbox_uid
-    return UID_BASE + secrets.randbelow(UID_SPAN)
+    return UID_BASE + int.from_bytes(os.urandom(4), "little") % UID_SPAN
 
 
 _plugs: list[int] = []

@@ -16,7 +16,7 @@ on every architecture without a kernel; the escape suite checks them again for r
 from __future__ import annotations
 
 import errno
-import platform
+import os
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -271,7 +271,7 @@ def build_filter() -> bytes:
 
 def native_arch() -> Arch | None:
     """The architecture of this machine, or None if the filter does not support it."""
-    machine = platform.machine()
+    machine = os.uname().machine
     machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
     return next((a for a in ARCHES if a.name == machine), None)
 

@@ -16,17 +16,19 @@ fires when the parent *thread* exits, not the process (bwrap #692). So:
 
 from __future__ import annotations
 
-import concurrent.futures
 import queue
 import subprocess
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from .errors import LaunchError
 from .handle import Sandbox
 from .launch import LaunchPlan
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 Stdio = int | IO[Any] | None
 T = TypeVar("T")
@@ -96,6 +98,8 @@ class Spawner:
                 future.set_exception(exc)
 
     def _call(self, fn: Callable[[], T]) -> T:
+        import concurrent.futures  # here: `sandvisor exec` never needs it
+
         if threading.current_thread() is self._thread:
             return fn()
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
