@@ -179,7 +179,7 @@ class SupervisedCall:
                 except CancellationNotRequested:
                     self.resolve(ledger.cancel(op_id))
         except (AlreadyCompleted, OperationIndeterminate):
-            self._resolve_from_ledger()
+            self.resolve_from_ledger()
         except LedgerError as exc:  # a ledger refusal we did not foresee: never guess
             log.error("op %s: the ledger refused the end %s: %s", op_id, kind, exc)
             self._mark_indeterminate(f"ledger:{type(exc).__name__}")
@@ -211,7 +211,9 @@ class SupervisedCall:
         if error_code is not None:
             self.error_code = error_code
 
-    def _resolve_from_ledger(self) -> None:
+    def resolve_from_ledger(self) -> None:
+        """Take the ledger's own terminal outcome (it resolved the operation already,
+        e.g. in an expiry sweep); indeterminate if it has none to give."""
         try:
             outcome = self.ledger.outcome(self.op_id)
         except LedgerError:

@@ -153,7 +153,7 @@ class SessionCall:
         self.ended = trio.Event()
 
 
-State = Literal["new", "ready", "closing", "closed", "dead"]
+State = Literal["new", "ready", "closing", "failing", "closed", "dead"]
 
 
 class Session:
@@ -394,9 +394,16 @@ class Session:
         deadline_ms = None
         if deadline is not None:
             deadline_ms = max(0, math.ceil((deadline - trio.current_time()) * 1000))
-        rid, line = self.conn.invoke(
-            tool, value, idempotency_key=idempotency_key, attempt=attempt, deadline_ms=deadline_ms
-        )
+        try:
+            rid, line = self.conn.invoke(
+                tool,
+                value,
+                idempotency_key=idempotency_key,
+                attempt=attempt,
+                deadline_ms=deadline_ms,
+            )
+        except ProtocolError as exc:  # the connection died and the session is going
+            raise SessionUnusable(f"session {self.id}: {exc}") from exc
         call = SessionCall(rid, tool, watch, listener, self.conn.calls[rid].input_bytes)
         self._calls[rid] = call
         self.calls_started += 1
@@ -443,7 +450,7 @@ class Session:
                 log.exception("session %s: cancel listener failed", self.id)
             try:
                 _, line = self.conn.cancel(call.rid)
-            except Refused as exc:
+            except (Refused, ProtocolError) as exc:
                 log.debug("session %s: cancel of %s refused: %s", self.id, call.rid, exc)
             else:
                 self._send(line)
@@ -471,7 +478,10 @@ class Session:
         if self.state != "ready":
             raise SessionUnusable(f"session {self.id} is {self.state}")
         started = trio.current_time()
-        nonce, line = self.conn.ping()
+        try:
+            nonce, line = self.conn.ping()
+        except ProtocolError as exc:
+            raise SessionUnusable(f"session {self.id}: {exc}") from exc
         event = self._pings[nonce] = trio.Event()
         self._send(line)
         with trio.move_on_after(self.config.ping_timeout if timeout is None else timeout):
@@ -487,7 +497,10 @@ class Session:
         """What this worker knows of an operation key (a ``reconcile`` frame)."""
         if self.state != "ready":
             raise SessionUnusable(f"session {self.id} is {self.state}")
-        rid, line = self.conn.reconcile(tool, operation_key)
+        try:
+            rid, line = self.conn.reconcile(tool, operation_key)
+        except ProtocolError as exc:
+            raise SessionUnusable(f"session {self.id}: {exc}") from exc
         event, answer = self._reconciles[rid] = (trio.Event(), [])
         self._send(line)
         with trio.move_on_after(timeout):
@@ -582,7 +595,10 @@ class Session:
             await self._exit_reason_or("eof")
 
     async def _exit_reason_or(self, reason: str) -> None:
-        """The pipe broke: wait briefly for the exit, whose cause is the better reason."""
+        """The pipe broke: no new call or cancel from now on; wait briefly for the exit,
+        whose cause is the better reason, then kill."""
+        if self.state in ("new", "ready", "closing"):
+            self.state = "failing"
         with trio.move_on_after(0.5):
             await self._exited.wait()
         self.kill(reason)

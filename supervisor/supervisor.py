@@ -447,6 +447,9 @@ class Supervisor:
             except DeadlineElapsed:
                 self._resolve_undispatched(call, "deadline")
                 return False
+            except LedgerError:  # resolved meanwhile (an expiry sweep): take its word
+                call.resolve_from_ledger()
+                return False
             call.claimed = True
             call.attempt = invocation.attempt
             call.idempotency_key = invocation.idempotency_key
@@ -489,8 +492,11 @@ class Supervisor:
         )
         try:
             invocation = self.ledger.retry(call.op_id, retry_class)
-        except LedgerError:
-            call.resolve(self.ledger.fail(call.op_id, call.error or "failed"))
+        except LedgerError:  # out of time, or resolved meanwhile: the last error stands
+            try:
+                call.resolve(self.ledger.fail(call.op_id, call.error or "failed"))
+            except LedgerError:
+                call.resolve_from_ledger()
             return
         call.attempt = invocation.attempt
         call.session_call = None
@@ -508,8 +514,11 @@ class Supervisor:
                 call.resolve(ledger.fail(call.op_id, message), error_code="no_worker")
             else:  # never dispatched (this attempt): a direct cancel is always safe
                 call.resolve(ledger.cancel(call.op_id))
-        except LedgerError:
-            call.resolve(ledger.cancel(call.op_id))
+        except LedgerError:  # resolved meanwhile (an expiry sweep), or out of time
+            try:
+                call.resolve(ledger.cancel(call.op_id))
+            except LedgerError:
+                call.resolve_from_ledger()
 
     # -- indeterminate operations -----------------------------------------------------------
 
@@ -525,8 +534,9 @@ class Supervisor:
             with trio.move_on_at(wake):
                 await self._expiry_kick.wait()
             self._expiry_kick = trio.Event()
-            if trio.current_time() >= wake:
-                self.ledger.expire_timed_out()
+            now = trio.current_time()
+            if now >= wake:
+                self.ledger.expire_timed_out(before=now - EXPIRY_SLACK)
             for op_id in list(self._indeterminate):
                 try:
                     if self.ledger.outcome(op_id) is None:
