@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 
 from . import ast as A
+from .contract import ExecutionLimits
 from .arithmetic import ArithError, compile_arith
-from .errors import AbortExecution, FatalShellError, unbound
+from .errors import AbortExecution, FatalShellError, LimitExceeded, unbound
 from .param_ops import (
     attr_flags,
     convert_case,
@@ -28,6 +29,8 @@ from .patterns import quote_pattern, remove_prefix, remove_suffix, replace
 from .state import ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER, Variables
 
 FIELDS, STRING, PATTERN, REGEX = 0, 1, 2, 3
+#: the most fields one word may split into (the peer's word-split limit)
+MAX_FIELDS = 100_000
 PROCESS_SUBSTITUTION = "execution error: bash: process substitution disabled"
 _DEFAULT_IFS = " \t\n"
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -35,12 +38,16 @@ _REF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(.*)\]\Z", re.DOTALL)
 
 
 class FieldBuilder:
-    """Accumulates the fields of one word (or several, for brace-expanded words)."""
+    """Accumulates the fields of one word (or several, for brace-expanded words), within
+    ``limit`` characters and ``MAX_FIELDS`` fields: ``$x$x$x...`` or splitting a huge
+    value cannot make memory grow past the limits."""
 
-    __slots__ = ("cur", "fields", "has", "ifs_nws", "ifs_ws", "mode", "split")
+    __slots__ = ("cur", "fields", "has", "ifs_nws", "ifs_ws", "limit", "mode", "size", "split")
 
-    def __init__(self, mode: int, ifs: str | None) -> None:
+    def __init__(self, mode: int, ifs: str | None, limit: int) -> None:
         self.mode = mode
+        self.limit = limit
+        self.size = 0
         self.fields: list[str] = []
         self.cur: list[str] = []
         self.has = False
@@ -50,7 +57,13 @@ class FieldBuilder:
         self.ifs_ws = "".join(c for c in ifs if c in " \t\n")
         self.ifs_nws = "".join(c for c in ifs if c not in " \t\n")
 
+    def grow(self, n: int) -> None:
+        self.size += n
+        if self.size > self.limit:
+            raise LimitExceeded(f"maximum value size exceeded ({self.limit})")
+
     def quoted(self, text: str) -> None:
+        self.grow(len(text))
         mode = self.mode
         if mode == PATTERN:
             text = quote_pattern(text)
@@ -61,11 +74,13 @@ class FieldBuilder:
 
     def literal(self, text: str) -> None:
         if text:
+            self.grow(len(text))
             self.cur.append(text)
             self.has = True
 
     def expanded(self, text: str) -> None:
         """Unquoted expansion output: subject to IFS splitting in field mode."""
+        self.grow(len(text))
         if not self.split:
             if text:
                 self.cur.append(text)
@@ -97,6 +112,8 @@ class FieldBuilder:
 
     def end(self, force: bool) -> None:
         if self.has or force:
+            if len(self.fields) >= MAX_FIELDS:
+                raise LimitExceeded(f"maximum word count exceeded ({MAX_FIELDS})")
             self.fields.append("".join(self.cur))
         self.cur.clear()
         self.has = False
@@ -121,6 +138,7 @@ class Expander(Variables):
     status: int
     last_bg: int | None
     opt_nounset: bool
+    limits: ExecutionLimits
     #: EXTGLOB / NOCASE bits from ``shopt`` (``patterns`` flags)
     pattern_flags: int
 
@@ -145,7 +163,7 @@ class Expander(Variables):
                 if fast is not None:
                     out.extend(fast)
                     continue
-                b = FieldBuilder(FIELDS, self.get("IFS"))
+                b = FieldBuilder(FIELDS, self.get("IFS"), self.limits.max_value_bytes)
                 await self.expand_parts(w.parts, False, b)
                 out.extend(b.finish())
             else:
@@ -153,7 +171,7 @@ class Expander(Variables):
                     if sub.literal is not None:
                         out.append(sub.literal)
                         continue
-                    b = FieldBuilder(FIELDS, self.get("IFS"))
+                    b = FieldBuilder(FIELDS, self.get("IFS"), self.limits.max_value_bytes)
                     await self.expand_parts(sub.parts, False, b)
                     out.extend(b.finish())
         return out
@@ -169,7 +187,7 @@ class Expander(Variables):
         fast = self.fast_string(w)
         if fast is not None:
             return fast
-        b = FieldBuilder(STRING, None)
+        b = FieldBuilder(STRING, None, self.limits.max_value_bytes)
         await self.expand_parts(w.parts, False, b)
         return b.text()
 
@@ -177,7 +195,7 @@ class Expander(Variables):
         """A word as a glob pattern (quoted chars escaped) or an ERE (``mode=REGEX``)."""
         if type(word) is A.BraceWord:
             return " ".join([await self.expand_pattern(w, mode) for w in word.words])
-        b = FieldBuilder(mode, None)
+        b = FieldBuilder(mode, None, self.limits.max_value_bytes)
         await self.expand_parts(word.parts, False, b)  # type: ignore[union-attr]
         return b.text()
 
@@ -214,6 +232,8 @@ class Expander(Variables):
                 out.append(str(self.arith_expr(expr)))
             else:
                 return None
+        if len(out) > 1 and sum(map(len, out)) > self.limits.max_value_bytes:
+            raise LimitExceeded(f"maximum value size exceeded ({self.limits.max_value_bytes})")
         return "".join(out)
 
     def fast_fields(self, w: A.Word) -> list[str] | None:
@@ -437,7 +457,8 @@ class Expander(Variables):
         elif op[0] == "/":
             pattern = await self.expand_pattern(p.arg) if p.arg else ""
             repl = await self._replacement(p.arg2)
-            out = [replace(x, pattern, repl, op, self.pattern_flags) for x in items]
+            limit = self.limits.max_value_bytes
+            out = [replace(x, pattern, repl, op, self.pattern_flags, limit) for x in items]
         elif op in ("^", "^^", ",", ",,"):
             case_pattern = await self.expand_pattern(p.arg) if p.arg and p.arg.parts else None
             out = [convert_case(x, op, case_pattern, self.pattern_flags) for x in items]
@@ -547,7 +568,7 @@ class Expander(Variables):
         """The replacement of ``${x/p/r}``: an unquoted ``&`` stands for the match."""
         if word is None:
             return lambda m: ""
-        b = FieldBuilder(PATTERN, None)
+        b = FieldBuilder(PATTERN, None, self.limits.max_value_bytes)
         await self.expand_parts(word.parts, False, b)
         text = b.text()
         if "&" not in text and "\\" not in text:

@@ -295,6 +295,8 @@ class Interpreter(ControlMixin, Expander):
             argv = [first.literal]
         else:
             argv = await self.expand_args(words)
+            if len(argv) > 1 and sum(map(len, argv)) > self.limits.max_value_bytes:
+                raise LimitExceeded(f"maximum value size exceeded ({self.limits.max_value_bytes})")
         if not argv:
             status = await self.assignments_only(cmd.assigns, cmd.redirs)
             self.status = status

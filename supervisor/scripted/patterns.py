@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from .errors import LimitExceeded
+
 _CLASSES = {
     "alpha": "a-zA-Z",
     "digit": "0-9",
@@ -203,8 +205,16 @@ def remove_suffix(text: str, pattern: str, longest: bool, flags: int = 0) -> str
     return text if m is None else text[: m.start(1)]
 
 
-def replace(text: str, pattern: str, repl: Callable[[str], str], mode: str, flags: int = 0) -> str:
-    """``${x/pat/rep}``: mode '/' first, '//' all, '/#' anchored start, '/%' anchored end."""
+def replace(
+    text: str,
+    pattern: str,
+    repl: Callable[[str], str],
+    mode: str,
+    flags: int = 0,
+    limit: int = 10_000_000,
+) -> str:
+    """``${x/pat/rep}``: mode '/' first, '//' all, '/#' anchored start, '/%' anchored end.
+    Raises ``LimitExceeded`` rather than build a result longer than ``limit``."""
     if pattern == "" and mode in ("/", "//"):
         return text
     if mode == "/#":
@@ -220,6 +230,7 @@ def replace(text: str, pattern: str, repl: Callable[[str], str], mode: str, flag
     rx = glob_regex(pattern, False, flags)
     out: list[str] = []
     pos = 0
+    size = 0
     n = len(text)
     while pos <= n:
         found = _longest_at_or_after(rx, text, pos)
@@ -233,7 +244,11 @@ def replace(text: str, pattern: str, repl: Callable[[str], str], mode: str, flag
             pos = s + 1
             continue
         out.append(text[pos:s])
-        out.append(repl(text[s:e]))
+        piece = repl(text[s:e])
+        out.append(piece)
+        size += s - pos + len(piece)
+        if size > limit:
+            raise LimitExceeded(f"maximum value size exceeded ({limit})")
         pos = e
         if mode != "//":
             break

@@ -240,3 +240,23 @@ async def test_deep_arithmetic_nesting_is_an_error_not_a_crash() -> None:
     result = await run("echo $((" + "(" * 500 + "1" + ")" * 500 + ")); echo after")
     assert result.exit_code == 1
     assert "expression recursion level exceeded" in result.stderr
+
+
+async def test_replacement_cannot_explode() -> None:
+    result = await run("x=aaaa; while :; do x=${x//?/$x}; done", max_value_bytes=1_000_000)
+    assert_aborted(result, "resource limit exceeded: maximum value size exceeded (1000000)")
+
+
+async def test_many_large_arguments_are_bounded() -> None:
+    script = (
+        "printf -v x '%*s' 10000 ''; x=${x// /a}; for i in 1 2 3 4 5 6; do x=$x$x; done; "
+        "echo ${#x}; echo $x $x $x $x $x $x $x $x $x $x $x $x > /dev/null; echo never"
+    )
+    result = await run(script, max_value_bytes=1_000_000)
+    assert_aborted(result, "resource limit exceeded: maximum value size exceeded (1000000)")
+
+
+async def test_word_splitting_is_bounded() -> None:
+    script = "printf -v x '%*s' 9000 ''; x=${x// /a }; for i in 1 2 3 4; do x=$x$x; done; set -- $x"
+    result = await run(script)
+    assert_aborted(result, "resource limit exceeded: maximum word count exceeded (100000)")
