@@ -1,0 +1,50 @@
+"""sandvisor under somebody else's host: asyncio code, synchronous code and thread pools.
+
+`AsyncioSupervisor` and `SyncSupervisor` take the `Supervisor`'s arguments and run it in a
+dedicated trio thread (`host_thread`); see docs/hosting.md. The command-line hosts
+(`sandvisor serve`, `sandvisor mcp`) live in `supervisor.serve` and `supervisor.mcp_server`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY: dict[str, str] = {
+    "AsyncioSupervisor": "supervisor.hosting.asyncio_host",
+    "AsyncioCallHandle": "supervisor.hosting.asyncio_host",
+    "AsyncioAuditStream": "supervisor.hosting.asyncio_host",
+    "SyncSupervisor": "supervisor.hosting.sync_host",
+    "SyncCallHandle": "supervisor.hosting.sync_host",
+    "SyncAuditStream": "supervisor.hosting.sync_host",
+    "HostedSupervisor": "supervisor.hosting.hosted",
+}
+
+__all__ = [
+    "AsyncioAuditStream",
+    "AsyncioCallHandle",
+    "AsyncioSupervisor",
+    "HostedSupervisor",
+    "SyncAuditStream",
+    "SyncCallHandle",
+    "SyncSupervisor",
+]
+assert sorted(__all__) == sorted(_LAZY)
+
+if TYPE_CHECKING:
+    from supervisor.hosting.asyncio_host import (
+        AsyncioAuditStream,
+        AsyncioCallHandle,
+        AsyncioSupervisor,
+    )
+    from supervisor.hosting.hosted import HostedSupervisor
+    from supervisor.hosting.sync_host import SyncAuditStream, SyncCallHandle, SyncSupervisor
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'supervisor.hosting' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

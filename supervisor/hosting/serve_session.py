@@ -1,0 +1,478 @@
+"""One client of `sandvisor serve`: read requests, run them, write events (trio).
+
+The session owns three kinds of task, each in a nursery named here: the reader (reads
+and dispatches request lines in order; waits while too much output is queued), the
+writer (the only task that writes to the client), and, once ``hello`` succeeded, the
+supervisor task, whose *calls nursery* holds one task per running ``invoke``, ``script``
+or ``reconcile``. A bad request costs one ``error`` event, never the session.
+
+Shutdown (a ``shutdown`` request, end of input, or the server stopping): stop reading,
+cancel every running call cooperatively (each still reports its outcome), close the
+supervisor (every worker), flush the events, then ``bye`` if it was asked for.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import trio
+
+from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.policy import SandboxPolicy
+from supervisor.audit import CallEvent
+from supervisor.calls import CallHandle
+from supervisor.hosting import serve_wire as wire
+from supervisor.hosting.scripted_bridge import add_sandboxed_tools
+from supervisor.ledger import DeadlineElapsed, InvalidInput, LedgerError, UnknownTool
+from supervisor.scripted import ScriptedTool
+from supervisor.supervisor import DuplicateOperation, Supervisor, SupervisorError
+from worker_runtime import __version__
+
+log = logging.getLogger(__name__)
+
+#: Requests running at once per session (invokes, scripts, reconciles).
+MAX_RUNNING = 1024
+#: Queued output bytes above which the reader stops reading requests (back-pressure).
+HIGH_WATER = 16 * 1024 * 1024
+READ_SIZE = 65536
+
+
+@dataclass
+class ServeDefaults:
+    """What a ``hello`` leaves out (from the command line)."""
+
+    adapters: list[str] = field(default_factory=list)
+    pool_size: int = 2
+    max_in_flight: int = 1
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
+    supervisor_options: dict[str, Any] = field(default_factory=dict)
+
+
+class OutQueue:
+    """Encoded event lines waiting for the writer; ``put`` never blocks."""
+
+    def __init__(self) -> None:
+        self._lines: collections.deque[bytes] = collections.deque()
+        self.queued = 0
+        self.closed = False
+        self._wake = trio.Event()
+        self._drained = trio.Event()
+
+    def put(self, line: bytes) -> None:
+        if self.closed:
+            return
+        self._lines.append(line)
+        self.queued += len(line)
+        self._wake.set()
+
+    def close(self) -> None:
+        """No more lines; the writer ends once it has written what is queued."""
+        self.closed = True
+        self._wake.set()
+
+    async def take(self) -> bytes | None:
+        """Everything queued, as one write; None once closed and empty."""
+        while not self._lines:
+            if self.closed:
+                return None
+            await self._wake.wait()
+            self._wake = trio.Event()
+        data = b"".join(self._lines)
+        self._lines.clear()
+        self.queued = 0
+        self._drained.set()
+        self._drained = trio.Event()
+        return data
+
+    async def below(self, limit: int) -> None:
+        while self.queued > limit and not self.closed:
+            await self._drained.wait()
+
+
+class _Running:
+    """A request in progress that ``cancel`` can reach: a script or a reconcile runs in
+    ``scope``; an invoke runs in the supervisor, through ``handle``."""
+
+    __slots__ = ("calls", "handle", "scope")
+
+    def __init__(self, calls: trio.Nursery) -> None:
+        self.calls = calls
+        self.handle: CallHandle | None = None
+        self.scope = trio.CancelScope()
+
+    def cancel(self) -> None:
+        """Cancel cooperatively; the request still reports how it ended."""
+        self.scope.cancel()
+        if self.handle is not None and not self.handle.done:
+            self.calls.start_soon(self.handle.cancel)
+
+
+class ServeSession:
+    """The requests of one client (see the module docstring)."""
+
+    def __init__(self, defaults: ServeDefaults, out: OutQueue) -> None:
+        self.defaults = defaults
+        self.out = out
+        self.sup: Supervisor | None = None
+        self.scripted: ScriptedTool | None = None
+        self.shutting_down = False
+        self.bye_for: Any = None
+        self.bye_wanted = False
+        self._calls: trio.Nursery | None = None
+        self._stop = trio.Event()
+        self._supervisor_done = trio.Event()
+        self._read_scope = trio.CancelScope()
+        self._running: dict[Any, _Running] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+
+    # -- output ---------------------------------------------------------------------------
+
+    def send(self, event: wire.Event) -> None:
+        self.out.put(wire.encode_event(event))
+
+    def error(self, request_id: Any, code: str, message: str) -> None:
+        self.out.put(wire.error_event(request_id, code, message))
+
+    # -- the reader -------------------------------------------------------------------------
+
+    async def read_requests(self, source: trio.abc.ReceiveStream, nursery: trio.Nursery) -> None:
+        """Read and dispatch lines until end of input, ``shutdown`` or `request_stop`."""
+        with self._read_scope:
+            await self._read(source, nursery)
+
+    def request_stop(self) -> None:
+        """Stop reading requests (the server is stopping); `close` does the rest."""
+        self.shutting_down = True
+        self._read_scope.cancel()
+
+    async def _read(self, source: trio.abc.ReceiveStream, nursery: trio.Nursery) -> None:
+        lines = wire.LineBuffer()
+        while not self.shutting_down:
+            await self.out.below(HIGH_WATER)
+            try:
+                data = await source.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = b""
+            if not data:
+                if lines.pending:
+                    self.error(None, "bad_json", "the input ended inside a line")
+                return
+            for line in lines.feed(bytes(data)):
+                if isinstance(line, wire.TooLong):
+                    self.error(
+                        None,
+                        "line_too_long",
+                        f"a request line is over {wire.MAX_LINE_BYTES} bytes; skipped",
+                    )
+                    continue
+                if line.strip():
+                    await self.handle_line(line, nursery)
+                if self.shutting_down:
+                    return
+
+    async def handle_line(self, line: bytes, nursery: trio.Nursery) -> None:
+        try:
+            request = wire.decode_request(line)
+        except wire.RequestError as exc:
+            self.error(exc.request_id, exc.code, exc.message)
+            return
+        try:
+            await self.dispatch(request, nursery)
+        except wire.RequestError as exc:
+            self.error(request.id, exc.code, exc.message)
+
+    async def dispatch(self, request: wire.Request, nursery: trio.Nursery) -> None:
+        if isinstance(request, wire.Ping):
+            self.send(wire.Pong(id=request.id))
+        elif isinstance(request, wire.Shutdown):
+            self.shutting_down = True
+            self.bye_wanted = True
+            self.bye_for = request.id
+        elif isinstance(request, wire.Hello):
+            await self.hello(request, nursery)
+        elif isinstance(request, wire.Cancel):
+            self.cancel(request)
+        else:
+            sup = self._ready()
+            if isinstance(request, wire.Audit):
+                self.audit(sup, request.enable)
+                self.send(wire.Ok(id=request.id))
+            elif isinstance(request, wire.Pending):
+                self.send(wire.PendingEvent(id=request.id, operations=list(sup.ledger.pending())))
+            elif isinstance(request, wire.Invoke):
+                self.start_invoke(sup, request)
+            elif isinstance(request, wire.Script):
+                self.start_script(request)
+            elif isinstance(request, wire.Reconcile):
+                self._spawn(request.id, self.reconcile, sup, request)
+
+    def _ready(self) -> Supervisor:
+        if self.sup is None:
+            raise wire.RequestError("not_ready", "send hello first (it names the adapters)")
+        return self.sup
+
+    # -- hello --------------------------------------------------------------------------------
+
+    async def hello(self, request: wire.Hello, nursery: trio.Nursery) -> None:
+        if self.sup is not None:
+            raise wire.RequestError("already_configured", "hello was already accepted")
+        try:
+            sup = make_supervisor(request, self.defaults)
+            scripted = None if request.script is None else ScriptedTool(request.script)
+        except (ValueError, SandboxError) as exc:
+            raise wire.RequestError("bad_config", str(exc)) from None
+        try:
+            await nursery.start(self._run_supervisor, sup)
+        except SandboxUnavailable as exc:
+            raise wire.RequestError(
+                "sandbox_unavailable", f"{exc} (run `sandvisor doctor`)"
+            ) from None
+        except Exception as exc:
+            raise wire.RequestError("start_failed", f"{type(exc).__name__}: {exc}") from None
+        if scripted is not None:
+            add_sandboxed_tools(scripted, sup.tools, sup.tool_callback)
+            self.scripted = scripted
+        if request.audit:
+            self.audit(sup, True)
+        tools = [
+            wire.ToolInfo(
+                name=p.name, format=p.format, deadline=p.deadline,
+                max_input_bytes=p.max_input_bytes, max_output_bytes=p.max_output_bytes,
+                max_attempts=p.max_attempts,
+            )
+            for p in sorted(sup.tools.values(), key=lambda p: p.name)
+        ]  # fmt: skip
+        self.send(
+            wire.Ready(id=request.id, version=__version__, tools=tools, script=request.script)
+        )
+
+    async def _run_supervisor(
+        self, sup: Supervisor, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The supervisor task: the supervisor, and the calls nursery inside it."""
+        try:
+            async with sup, trio.open_nursery() as calls:
+                self._calls = calls
+                self.sup = sup
+                task_status.started()
+                await self._stop.wait()
+                for running in list(self._running.values()):
+                    running.cancel()  # cooperatively; each still reports its end
+        finally:
+            self._calls = None
+            self._supervisor_done.set()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def _admit(self, request_id: Any) -> _Running:
+        if request_id is None:
+            raise wire.RequestError("bad_request", "this request needs an id")
+        if request_id in self._running:
+            raise wire.RequestError("duplicate_id", f"request {request_id!r} is still running")
+        if len(self._running) >= MAX_RUNNING:
+            raise wire.RequestError("busy", f"{MAX_RUNNING} requests are running; wait")
+        if self._calls is None or self._stop.is_set():
+            raise wire.RequestError("shutting_down", "the service is shutting down")
+        running = self._running[request_id] = _Running(self._calls)
+        return running
+
+    def _spawn(self, request_id: Any, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run ``fn(*args)`` as request ``request_id`` (cancellable by its scope)."""
+        running = self._admit(request_id)
+
+        async def run() -> None:
+            try:
+                with running.scope:
+                    await fn(*args)
+                if running.scope.cancelled_caught:
+                    self.error(request_id, "cancelled", "cancelled before it finished")
+            finally:
+                self._running.pop(request_id, None)
+
+        running.calls.start_soon(run)
+
+    def start_invoke(self, sup: Supervisor, request: wire.Invoke) -> None:
+        running = self._admit(request.id)
+        running.calls.start_soon(self._invoke, sup, request, running)
+
+    async def _invoke(self, sup: Supervisor, request: wire.Invoke, running: _Running) -> None:
+        rid = request.id
+        on_chunk = None
+        if request.stream:
+            index = 0
+
+            def on_chunk(text: str) -> None:
+                nonlocal index
+                index += 1
+                self.send(wire.ChunkEvent(id=rid, index=index, text=text))
+
+        try:
+            try:
+                handle = running.handle = await sup.start(
+                    request.tool, request.input, deadline=request.deadline,
+                    on_chunk=on_chunk, idempotency_key=request.idempotency_key,
+                )  # fmt: skip
+            except Exception as exc:
+                code, message = refusal(exc)
+                self.error(rid, code, message)
+                return
+            self.send(
+                wire.Started(id=rid, op_id=handle.op_id, idempotency_key=handle.idempotency_key)
+            )
+            if running.scope.cancel_called:
+                outcome = await handle.cancel()
+            else:
+                try:
+                    outcome = await handle.outcome()
+                except trio.Cancelled:  # shutting down: cancel it, and still report
+                    with trio.CancelScope(shield=True):
+                        self.send(wire.OutcomeEvent(id=rid, outcome=await handle.cancel()))
+                    raise
+            self.send(wire.OutcomeEvent(id=rid, outcome=outcome))
+        finally:
+            self._running.pop(rid, None)
+
+    def start_script(self, request: wire.Script) -> None:
+        scripted = self.scripted
+        if scripted is None:
+            raise wire.RequestError("not_configured", "hello did not ask for a script tool")
+        self._spawn(request.id, self._script, scripted, request)
+
+    async def _script(self, scripted: ScriptedTool, request: wire.Script) -> None:
+        arguments: dict[str, Any] = {"commands": request.commands}
+        if request.timeout_ms is not None:
+            arguments["timeout_ms"] = request.timeout_ms
+        result = await scripted.execute_request(arguments)
+        self.send(wire.ResultEvent(id=request.id, result=wire.ScriptResult(
+            stdout=result.stdout, stderr=result.stderr, exit_code=result.exit_code,
+            error=result.error, stdout_truncated=result.stdout_truncated,
+            stderr_truncated=result.stderr_truncated,
+        )))  # fmt: skip
+
+    async def reconcile(self, sup: Supervisor, request: wire.Reconcile) -> None:
+        try:
+            outcome = await sup.reconcile(request.op_id)
+        except Exception as exc:  # unknown operation, no worker, ...
+            self.error(request.id, "reconcile_failed", f"{type(exc).__name__}: {exc}")
+            return
+        described = None
+        if outcome is not None:
+            described = {"status": outcome.status, **msgspec.to_builtins(outcome)}
+        self.send(
+            wire.Reconciled(
+                id=request.id, op_id=request.op_id, resolved=outcome is not None, outcome=described
+            )
+        )
+
+    def cancel(self, request: wire.Cancel) -> None:
+        running = self._running.get(request.target)
+        if running is None:
+            raise wire.RequestError("unknown_target", f"no request {request.target!r} is running")
+        running.cancel()
+        self.send(wire.Ok(id=request.id))
+
+    # -- audit ----------------------------------------------------------------------------------
+
+    def audit(self, sup: Supervisor, enable: bool) -> None:
+        if enable and self._unsubscribe is None:
+            self._unsubscribe = sup.add_audit_callback(self._on_audit)
+        elif not enable and self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _on_audit(self, event: CallEvent) -> None:
+        self.send(wire.AuditEvent(audit=event))
+
+    # -- the end --------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Cancel what runs (each reports), close the supervisor, say bye if asked."""
+        self.shutting_down = True
+        self._stop.set()
+        if self.sup is not None:
+            with trio.CancelScope(shield=True):
+                await self._supervisor_done.wait()
+        if self.bye_wanted:
+            self.send(wire.Bye(id=self.bye_for))
+
+
+def refusal(exc: BaseException) -> tuple[str, str]:
+    """The error code and message for a call the supervisor refused to start."""
+    if isinstance(exc, UnknownTool):
+        return "unknown_tool", str(exc)
+    if isinstance(exc, InvalidInput):
+        return "invalid_input", str(exc)
+    if isinstance(exc, DuplicateOperation):
+        return "duplicate_operation", str(exc)
+    if isinstance(exc, DeadlineElapsed):
+        return "deadline", str(exc)
+    if isinstance(exc, LedgerError | ValueError):
+        return "refused", f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SupervisorError):
+        return "unavailable", str(exc)
+    return "internal", f"{type(exc).__name__}: {exc}"
+
+
+def make_supervisor(hello: wire.Hello, defaults: ServeDefaults) -> Supervisor:
+    """The `Supervisor` a ``hello`` asks for, over the command line's defaults."""
+    adapters = hello.adapters if hello.adapters is not None else defaults.adapters
+    if not adapters:
+        raise ValueError('no adapters: hello needs "adapters": ["MODULE:ATTR", ...]')
+    policy = defaults.policy
+    if hello.policy is not None:
+        changes = {
+            k: v for k, v in msgspec.structs.asdict(hello.policy).items()
+            if v is not msgspec.UNSET
+        }  # fmt: skip
+        policy = policy.replace(**changes)
+    options = dict(defaults.supervisor_options)
+    if hello.cancel_grace is not None:
+        options["cancel_grace"] = hello.cancel_grace
+    return Supervisor(
+        adapters=adapters,
+        policy=policy,
+        pool_size=hello.pool_size or defaults.pool_size,
+        max_in_flight=hello.max_in_flight or defaults.max_in_flight,
+        **options,
+    )
+
+
+async def serve_stream(
+    source: trio.abc.ReceiveStream,
+    sink: trio.abc.SendStream,
+    defaults: ServeDefaults,
+    *,
+    task_status: trio.TaskStatus[ServeSession] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve one client over a pair of streams until it is done. `ServeSession.request_stop`
+    (through ``task_status``) ends it in order: the running calls still report."""
+    out = OutQueue()
+    session = ServeSession(defaults, out)
+    async with trio.open_nursery() as writers:
+        writers.start_soon(_write_events, out, sink)
+        try:
+            async with trio.open_nursery() as nursery:
+                task_status.started(session)
+                try:
+                    await session.read_requests(source, nursery)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await session.close()
+        finally:
+            out.close()
+
+
+async def _write_events(out: OutQueue, sink: trio.abc.SendStream) -> None:
+    """The writer: the only task that writes to the client."""
+    while (data := await out.take()) is not None:
+        try:
+            await sink.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            log.info("the client stopped reading; dropping further events")
+            out.closed = True
+            return

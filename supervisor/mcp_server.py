@@ -1,0 +1,310 @@
+"""``sandvisor mcp``: a `ScriptedTool` and sandboxed tools as an MCP server over stdio.
+
+Built on the official ``mcp`` SDK (low-level ``Server``), on trio next to the
+`Supervisor`. The tools:
+
+- ``<name>``: the script tool (input ``{"commands", "timeout_ms"}``, the ScriptedTool's
+  request schema; result ``stdout``/``stderr``/``exit_code`` as structured content);
+- ``<name>_discover``: ``discover``/``help`` over the same tools;
+- every sandboxed tool by its own name: a text tool takes ``{"input": "..."}``, a json
+  tool takes its JSON object as the arguments.
+
+MCP semantics (spec 2025-06-18): a ``notifications/cancelled`` for a running call cancels
+its handler, which the supervisor turns into a cooperative ``cancel`` of the sandboxed
+call (grace, then kill); no response is sent for it. When the client sent a
+``progressToken``, each chunk a sandboxed tool streams becomes a
+``notifications/progress`` (progress 1, 2, 3...; the chunk is the message). Logs go to
+stderr; fd 1 carries nothing but MCP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import signal
+from typing import Any
+
+import trio
+
+from supervisor.external import failure_of
+from supervisor.ledger import LedgerError, ToolPolicy
+from supervisor.outcome import Outcome
+from supervisor.scripted import ScriptedTool
+from supervisor.scripted.contract import ExecResult
+from supervisor.scripted.toolset import DiscoverTool, ScriptTool
+from supervisor.supervisor import Supervisor, SupervisorError
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "sandvisor"
+
+
+def _text_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"input": {"type": "string", "description": "the tool's text input"}},
+        "required": ["input"],
+        "additionalProperties": False,
+    }
+
+
+def sandboxed_input_schema(policy: ToolPolicy) -> dict[str, Any]:
+    """The MCP input schema of a sandboxed tool."""
+    if policy.format == "text":
+        return _text_schema()
+    return {"type": "object", "description": "the tool's JSON input (an object)"}
+
+
+def sandboxed_description(policy: ToolPolicy) -> str:
+    how = "text in 'input'" if policy.format == "text" else "a JSON object (the arguments)"
+    limit = f"; deadline {policy.deadline:g} s" if policy.deadline is not None else ""
+    return f"Sandboxed tool {policy.name}: takes {how}{limit}. Runs in an isolated worker."
+
+
+def script_result(result: ExecResult) -> Any:
+    """A script's `ExecResult` as an MCP ``CallToolResult``."""
+    import mcp.types as types
+
+    text = result.stdout
+    if result.stderr:
+        text += ("" if not text or text.endswith("\n") else "\n") + "stderr:\n" + result.stderr
+    if result.exit_code != 0:
+        text += ("" if not text or text.endswith("\n") else "\n") + f"exit code {result.exit_code}"
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)],
+        structured_content=result.to_dict(),
+        is_error=result.exit_code != 0,
+    )
+
+
+def outcome_result(tool: str, outcome: Outcome, deadline: float | None) -> Any:
+    """A sandboxed call's `Outcome` as an MCP ``CallToolResult``."""
+    import mcp.types as types
+
+    if outcome.status == "completed":
+        value = outcome.value
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    else:
+        text = failure_of(tool, outcome, deadline).message.strip()
+    structured = {
+        "status": outcome.status,
+        "value": outcome.value,
+        "error": outcome.error,
+        "error_code": outcome.error_code,
+        "kill_reason": outcome.kill_reason,
+        "op_id": outcome.op_id,
+        "chunks": outcome.chunks,
+        "seconds": round(outcome.total_s, 6),
+    }
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)],
+        structured_content=structured,
+        is_error=outcome.status != "completed",
+    )
+
+
+def error_result(message: str) -> Any:
+    import mcp.types as types
+
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+class McpTools:
+    """What `sandvisor mcp` serves: the script tool, its discover tool, sandboxed tools."""
+
+    def __init__(
+        self, scripted: ScriptedTool, sup: Supervisor | None, *, deadline: float | None = None
+    ) -> None:
+        scripted.compact_prompt = True
+        self.scripted = scripted
+        self.sup = sup
+        self.deadline = deadline
+        self.script = ScriptTool(scripted)
+        self.discover = DiscoverTool(scripted)
+        self.sandboxed: dict[str, ToolPolicy] = dict(sup.tools) if sup is not None else {}
+        for name in (self.script.name, self.discover.name):
+            if name in self.sandboxed:
+                raise ValueError(f"the sandboxed tool {name!r} clashes with the script tools")
+
+    def list(self) -> list[Any]:
+        import mcp.types as types
+
+        tools = [
+            types.Tool(
+                name=tool.name,
+                description=tool.system_prompt(),
+                input_schema=tool.input_schema,
+                output_schema=tool.output_schema,
+            )
+            for tool in (self.script, self.discover)
+        ]
+        for name in sorted(self.sandboxed):
+            policy = self.sandboxed[name]
+            tools.append(types.Tool(name=name, description=sandboxed_description(policy),
+                                    input_schema=sandboxed_input_schema(policy)))  # fmt: skip
+        return tools
+
+    async def call(self, name: str, arguments: dict[str, Any], report: Any) -> Any:
+        """Run one tool call; ``report(progress, message)`` sends MCP progress (a no-op
+        when the client asked for none)."""
+        if name in (self.script.name, self.discover.name):
+            tool = self.script if name == self.script.name else self.discover
+            try:
+                result = await tool.execute(arguments)
+            except (TypeError, ValueError) as exc:
+                return error_result(f"{name}: {exc}")
+            return script_result(result)
+        policy = self.sandboxed.get(name)
+        if policy is None or self.sup is None:
+            from mcp.shared.exceptions import MCPError
+            from mcp.types import INVALID_PARAMS
+
+            raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}")
+        if policy.format == "text":
+            value = arguments.get("input")
+            if not isinstance(value, str) or set(arguments) - {"input"}:
+                return error_result(f'{name}: takes {{"input": "<text>"}}')
+        else:
+            value = arguments
+        return await self._invoke(self.sup, name, value, report)
+
+    async def _invoke(self, sup: Supervisor, name: str, value: Any, report: Any) -> Any:
+        send, receive = trio.open_memory_channel[str](math.inf)  # bounded by the grant
+
+        async def forward() -> None:
+            count = 0
+            async for text in receive:
+                count += 1
+                await report(count, text)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(forward)
+            try:
+                outcome = await sup.invoke(
+                    name, value, deadline=self.deadline, on_chunk=send.send_nowait
+                )
+            except (LedgerError, SupervisorError, ValueError) as exc:
+                return error_result(f"{name}: {exc}")
+            finally:
+                send.close()
+        return outcome_result(name, outcome, self.deadline)
+
+
+def build_server(tools: McpTools, *, version: str) -> Any:
+    """The SDK's low-level ``Server`` serving ``tools``."""
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools.list())
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        async def report(progress: int, message: str) -> None:
+            await ctx.session.report_progress(float(progress), None, message)
+
+        result: types.CallToolResult = await tools.call(
+            params.name, dict(params.arguments or {}), report
+        )
+        return result
+
+    return Server(
+        SERVER_NAME,
+        version=version,
+        instructions=tools.scripted.system_prompt(),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def serve_mcp_stdio(
+    scripted: ScriptedTool, supervisor_kwargs: dict[str, Any] | None, deadline: float | None
+) -> None:
+    """Serve over stdio until the client closes stdin (or SIGTERM/SIGINT)."""
+    from mcp.server.stdio import stdio_server
+
+    from worker_runtime import __version__
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_cancel_on_signals, nursery.cancel_scope)
+        sup = Supervisor(**supervisor_kwargs) if supervisor_kwargs else None
+        if sup is None:
+            await _serve(scripted, None, deadline, stdio_server, __version__)
+        else:
+            async with sup:
+                from supervisor.hosting.scripted_bridge import add_sandboxed_tools
+
+                add_sandboxed_tools(scripted, sup.tools, sup.tool_callback)
+                await _serve(scripted, sup, deadline, stdio_server, __version__)
+        nursery.cancel_scope.cancel()
+
+
+async def _serve(
+    scripted: ScriptedTool, sup: Supervisor | None, deadline: float | None,
+    stdio_server: Any, version: str,
+) -> None:  # fmt: skip
+    server = build_server(McpTools(scripted, sup, deadline=deadline), version=version)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def _cancel_on_signals(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            scope.cancel()  # the supervisor's close still cancels its calls in order
+            return
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from supervisor.hosting.cli_common import add_scripted_options, add_supervisor_options
+
+    parser.description = (
+        "Serve a ScriptedTool (the script tool and its discover tool) and sandboxed tools "
+        "as an MCP server on stdio. MCP cancellation cancels cooperatively; progress "
+        "notifications carry the chunks sandboxed tools stream."
+    )
+    parser.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                        help="deadline of each sandboxed call (default: the tool's)")  # fmt: skip
+    add_scripted_options(parser)
+    add_supervisor_options(parser, adapters_required=False)
+    parser.epilog = (
+        "Exit status: 0 when the client closed the connection, 1 failed, 2 bad usage, "
+        "125 cannot sandbox. Logs go to stderr."
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from supervisor.hosting.cli_common import (
+        EXIT_FAILED,
+        EXIT_NO_SANDBOX,
+        EXIT_OK,
+        EXIT_USAGE,
+        fail,
+        supervisor_kwargs,
+    )
+    from supervisor.hosting.script_cli import scripted_for_cli
+
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return fail("mcp", "the mcp package is missing: pip install 'sandvisor[mcp]'")
+    if args.deadline is not None and not 0 < args.deadline < math.inf:
+        return fail("mcp", "--deadline must be a positive number of seconds", EXIT_USAGE)
+    try:
+        scripted = scripted_for_cli(args)
+    except ValueError as exc:
+        return fail("mcp", str(exc), EXIT_USAGE)
+    kwargs = supervisor_kwargs(args) if args.adapters else None
+    from sandbox.errors import SandboxUnavailable
+
+    try:
+        trio.run(serve_mcp_stdio, scripted, kwargs, args.deadline)
+    except SandboxUnavailable as exc:
+        return fail("mcp", f"{exc} (run `sandvisor doctor`)", EXIT_NO_SANDBOX)
+    except Exception as exc:
+        return fail("mcp", f"{type(exc).__name__}: {exc}", EXIT_FAILED)
+    return EXIT_OK
