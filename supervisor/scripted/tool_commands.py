@@ -10,6 +10,8 @@ deadline, sanitisation and tracing.
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Awaitable
 from typing import Any
 
@@ -33,12 +35,61 @@ def _trace(registry: ToolRegistry) -> InvocationTrace:
     return registry.default_trace if scope is None else scope.trace
 
 
+def serde_float(value: float) -> str:
+    """A float as serde_json writes it: like Python's ``repr`` except that numbers from
+    1e-5 up to 1e-4 stay decimal and exponents are not zero-padded (``1.5e-7``)."""
+    text = repr(value)
+    mantissa, e, exponent = text.partition("e")
+    if not e:
+        return text
+    power = int(exponent)
+    if -5 < power + 1 <= 0:
+        sign = "-" if mantissa.startswith("-") else ""
+        digits = mantissa.lstrip("-").replace(".", "")
+        return f"{sign}0.{'0' * -(power + 1)}{digits}"
+    return f"{mantissa}e{'+' if power >= 0 else '-'}{abs(power)}"
+
+
+_FLOAT_SLOT = re.compile(r'"\\u0000([0-9a-f]{16}):(\d+)"')
+
+
+def serde_dumps(value: Any, *, pretty: bool = False) -> str:
+    """JSON with sorted keys as serde_json writes it (compact, or 2-space pretty)."""
+    floats: list[float] = []
+    nonce = os.urandom(8).hex()  # a string of the value cannot forge a float's slot
+
+    def mark(v: Any) -> Any:
+        if type(v) is float:
+            floats.append(v)
+            return f"\x00{nonce}:{len(floats) - 1}"
+        if isinstance(v, dict):
+            return {k: mark(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [mark(x) for x in v]
+        return v
+
+    marked = mark(value)
+    if pretty:
+        text = json.dumps(marked, indent=2, sort_keys=True, ensure_ascii=False)
+    else:
+        text = json.dumps(marked, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if not floats:
+        return text
+
+    def unmark(match: re.Match[str]) -> str:
+        if match.group(1) != nonce:
+            return match.group(0)
+        return serde_float(floats[int(match.group(2))])
+
+    return _FLOAT_SLOT.sub(unmark, text)
+
+
 def _compact(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return serde_dumps(value)
 
 
 def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return serde_dumps(value, pretty=True) + "\n"
 
 
 def tool_help(tool: RegisteredTool) -> str:

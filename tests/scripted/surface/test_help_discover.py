@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 import pytest
-from surface_support import echo_params
+from surface_support import echo_params, run_oracle, run_ours
 
 from supervisor.scripted.contract import CommandResult
 from supervisor.scripted.tool_commands import command_table
@@ -294,3 +294,29 @@ def test_stdout_passes_verbatim_and_stdin_reaches_the_callback() -> None:
     assert run(command) == ("[None]", "", 0)
     assert run(command, stdin="") == ("['']", "", 0)
     assert run(command, stdin="a\nb\n") == ("['a\\nb\\n']", "", 0)
+
+
+NUMBERS = {
+    "type": "object",
+    "properties": {"n": {"type": "number"}, "a": {"type": "array"}, "s": {"type": "string"}},
+}
+FLOAT_CASES = [
+    (["--n", "1e16"], '{"n":1e+16}'),
+    (["--n", "1e15"], '{"n":1000000000000000.0}'),
+    (["--n", "2.5e-5"], '{"n":0.000025}'),
+    (["--n", "1e-5"], '{"n":0.00001}'),
+    (["--n", "1.234e-6"], '{"n":1.234e-6}'),
+    (["--n", "-1.5e-8"], '{"n":-1.5e-8}'),
+    (["--n", "123"], '{"n":123.0}'),
+    (["--n", "-0"], '{"n":-0.0}'),
+    (["--n", "5e-324"], '{"n":5e-324}'),
+    (["--a", "[1.0, 2.5e20, 1e-9, 100]"], '{"a":[1.0,2.5e+20,1e-9,100]}'),
+    (["--s", 'a\x01\tb\u2028\x7f\\"'], '{"s":"a\\u0001\\tb\u2028\x7f\\\\\\""}'),
+]
+
+
+@pytest.mark.parametrize(("argv", "params"), FLOAT_CASES, ids=[c[1] for c in FLOAT_CASES])
+def test_dry_run_json_is_written_as_serde_json_writes_it(argv: list[str], params: str) -> None:
+    expected = (f'{{"dry_run":true,"params":{params},"tool":"t","valid":true}}\n', "", 0)
+    assert run_ours(NUMBERS, [*argv, "--dry-run"]) == expected
+    assert run_oracle(NUMBERS, [*argv, "--dry-run"]) == expected
