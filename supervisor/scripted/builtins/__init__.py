@@ -17,7 +17,10 @@ from .common import OutputLimitError, limit_result
 from .cut import cut
 from .expr import expr
 from .extras import fold, nl, paste, rev, tac
+from .grep import grep
 from .headtail import head, tail
+from .jq_tool import jq
+from .sed import sed
 from .seq import seq
 from .sort import sort
 from .tr import tr
@@ -27,13 +30,16 @@ from .wc import wc
 TextTool = Callable[[list[str], "str | None"], CommandResult]
 
 _USAGE = {
+    "jq": "Usage:\tjq [OPTIONS] FILTER [FILES...]",
     "cut": "Usage: cut OPTION... [FILE]...",
     "expr": "Usage: expr EXPRESSION",
     "fold": "Usage: fold [OPTION]... [FILE]...",
+    "grep": "Usage: grep [OPTION]... PATTERNS [FILE]...",
     "head": "Usage: head [OPTION]... [FILE]...",
     "nl": "Usage: nl [OPTION]... [FILE]...",
     "paste": "Usage: paste [OPTION]... [FILE]...",
     "rev": "Usage: rev [options] [file ...]",
+    "sed": "Usage: sed [OPTION]... {script-only-if-no-other-script} [input-file]...",
     "seq": "Usage: seq [OPTION]... LAST\n  or:  seq [OPTION]... FIRST LAST\n"
     "  or:  seq [OPTION]... FIRST INCREMENT LAST",
     "sort": "Usage: sort [OPTION]... [FILE]...",
@@ -45,14 +51,18 @@ _USAGE = {
 }
 
 
+#: Tools that answer ``--help``/``--version`` themselves.
+_OWN_HELP = frozenset({"jq"})
+
+
 def _guarded(name: str, tool: TextTool, limit_status: int) -> Command:
     """The tool, plus ``--help``/``--version`` and the output cap turned into an error."""
     usage = _USAGE.get(name, f"Usage: {name} [OPTION]...")
 
     def run(args: list[str], stdin: str | None) -> CommandResult:
-        if args and args[0] == "--help":
+        if args and args[0] == "--help" and name not in _OWN_HELP:
             return CommandResult(usage + "\n(sandvisor: reads standard input only)\n", "", 0)
-        if args and args[0] == "--version":
+        if args and args[0] == "--version" and name not in _OWN_HELP:
             return CommandResult(f"{name} (sandvisor text tools)\n", "", 0)
         try:
             return tool(args, stdin)
@@ -68,10 +78,13 @@ _TOOLS: dict[str, tuple[TextTool, int]] = {
     "cut": (cut, 1),
     "expr": (expr, 2),
     "fold": (fold, 1),
+    "grep": (grep, 2),
     "head": (head, 1),
+    "jq": (jq, 5),
     "nl": (nl, 1),
     "paste": (paste, 1),
     "rev": (rev, 1),
+    "sed": (sed, 4),
     "seq": (seq, 1),
     "sort": (sort, 2),
     "tac": (tac, 1),

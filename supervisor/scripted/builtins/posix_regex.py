@@ -214,7 +214,9 @@ class _Translator:
                 continue
             if c == "*":
                 if self.at_expression_start():
-                    self.literal("*")
+                    if not self.ere:
+                        self.literal("*")
+                    # GNU ERE: a leading "*" repeats nothing and is ignored.
                 else:
                     self.quantify("*", True)
                 continue
@@ -314,6 +316,9 @@ class _Translator:
             self.emit_atom("\\" + c)
         elif c in _SIMPLE_ESCAPES and self.dialect in ("sed", "awk"):
             self.literal(_SIMPLE_ESCAPES[c])
+        elif c in "xdoc" and self.dialect == "sed" and (code := numeric_escape(self.p, i - 1)):
+            char, i = code
+            self.literal(char)
         elif c == "b" and self.dialect == "awk":
             self.literal("\b")
         elif c == "/" and self.dialect == "awk":
@@ -360,6 +365,10 @@ class _Translator:
                 esc = p[i + 1]
                 lo = _SIMPLE_ESCAPES.get(esc, "\b" if esc == "b" else esc)
                 i += 2
+            elif c == "\\" and self.dialect == "sed" and i + 1 < n and p[i + 1] in _SIMPLE_ESCAPES:
+                # GNU sed converts \n, \t... before the regex is compiled, brackets too.
+                lo = _SIMPLE_ESCAPES[p[i + 1]]
+                i += 2
             else:
                 lo = c
                 i += 1
@@ -389,6 +398,25 @@ class _Translator:
         else:
             self.emit_atom(f"[{body}]" if body else "(?!)")
         return i
+
+
+def numeric_escape(p: str, i: int) -> tuple[str, int] | None:
+    """GNU sed's ``\\xHH``, ``\\dNNN``, ``\\oNNN`` and ``\\cX`` at ``p[i]`` (the letter):
+    the character and the index after the escape."""
+    kind = p[i]
+    if kind == "c":
+        if i + 1 < len(p):
+            return chr(ord(p[i + 1].upper()) ^ 0x40), i + 2
+        return None
+    digits = {"x": "0123456789abcdefABCDEF", "d": "0123456789", "o": "01234567"}[kind]
+    width = {"x": 2, "d": 3, "o": 3}[kind]
+    j = i + 1
+    while j < len(p) and j < i + 1 + width and p[j] in digits:
+        j += 1
+    if j == i + 1:
+        return None
+    value = int(p[i + 1 : j], {"x": 16, "d": 10, "o": 8}[kind])
+    return chr(value), j
 
 
 def translate(pattern: str, *, ere: bool, dialect: str = "grep", multiline: bool = False) -> str:
