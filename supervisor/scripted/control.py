@@ -47,7 +47,7 @@ class ControlMixin(Expander):
             self.errexit_suppressed -= 1
 
     def count_iteration(self, count: int) -> None:
-        limits = self.limits  # type: ignore[attr-defined]
+        limits = self.limits
         if count > limits.max_loop_iterations:
             raise LimitExceeded(f"maximum loop iterations exceeded ({limits.max_loop_iterations})")
         ctx = self.ctx  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ from .interpreter import ExecContext, Interpreter, duration_debug
 from .io import CappedSink
 from .jobs import JobTable, finish_jobs
 from .parser import parse
+from .safe_regex import regex_check
 from .state import ARRAY, EXPORT, Var
 
 #: after the execution deadline, how long a script may go on (a timed-out callback has
@@ -131,6 +132,7 @@ async def run_script(request: ScriptRequest) -> ExecResult:
     sh = Interpreter(ctx, out, err)
     init_shell(sh, request.env)
     token = execution_deadline.set(exec_deadline)
+    check_token = regex_check.set(ctx.check_time)
     status = 1
     abort: str | None = None
     timed_out = False
@@ -158,6 +160,7 @@ async def run_script(request: ScriptRequest) -> ExecResult:
                 ).message
     finally:
         execution_deadline.reset(token)
+        regex_check.reset(check_token)
     if timed_out:
         assert request.request_timeout_seconds is not None
         return _timeout_result(request.request_timeout_seconds)

@@ -126,6 +126,11 @@ class ExecContext:
             resolve[name] = (BUILTIN, builtin)
         self.resolve = resolve
 
+    def check_time(self) -> None:
+        """Raise when a deadline has passed (long computations call this now and then)."""
+        if time.monotonic() >= self.stop_at:
+            self.out_of_time()
+
     def out_of_time(self) -> None:
         now = time.monotonic()
         if self.request_deadline is not None and now >= self.request_deadline:

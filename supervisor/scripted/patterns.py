@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from .errors import LimitExceeded
+from .safe_regex import SafePattern
 
 _CLASSES = {
     "alpha": "a-zA-Z",
@@ -149,10 +150,10 @@ def _glob(pat: str, i: int, stop: str, lazy: bool, ext: bool = True) -> tuple[st
 
 
 @lru_cache(maxsize=1024)
-def glob_regex(pattern: str, lazy: bool = False, flags: int = 0) -> re.Pattern[str]:
+def glob_regex(pattern: str, lazy: bool = False, flags: int = 0) -> SafePattern:
     """The regex of a shell pattern (not anchored; callers choose match/fullmatch)."""
     body, _ = _glob(pattern, 0, "", lazy, bool(flags & EXTGLOB))
-    return re.compile(body, re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
+    return SafePattern(body, re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
 
 
 def _plain(pattern: str, flags: int) -> bool:
@@ -172,10 +173,10 @@ _EXACT_LIMIT = 1024  # strings up to this size get exhaustive (exact) matching
 
 
 @lru_cache(maxsize=512)
-def _suffix_regex(pattern: str, longest: bool, flags: int) -> re.Pattern[str]:
+def _suffix_regex(pattern: str, longest: bool, flags: int) -> SafePattern:
     body, _ = _glob(pattern, 0, "", False, bool(flags & EXTGLOB))
     lead = ".*?" if longest else ".*"
-    return re.compile(f"{lead}({body})\\Z", re.DOTALL)
+    return SafePattern(f"{lead}({body})\\Z", re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
 
 
 def remove_prefix(text: str, pattern: str, longest: bool, flags: int = 0) -> str:
@@ -256,7 +257,7 @@ def replace(
     return "".join(out)
 
 
-def _longest_at_or_after(rx: re.Pattern[str], text: str, pos: int) -> tuple[int, int] | None:
+def _longest_at_or_after(rx: SafePattern, text: str, pos: int) -> tuple[int, int] | None:
     m = rx.search(text, pos)
     if m is None:
         return None
@@ -272,7 +273,7 @@ def _longest_at_or_after(rx: re.Pattern[str], text: str, pos: int) -> tuple[int,
 
 
 @lru_cache(maxsize=512)
-def ere_regex(ere: str, nocase: bool = False) -> re.Pattern[str]:
+def ere_regex(ere: str, nocase: bool = False) -> SafePattern:
     """Translate a POSIX extended regular expression (glibc flavour) to Python."""
     out: list[str] = []
     i, n = 0, len(ere)
@@ -300,7 +301,7 @@ def ere_regex(ere: str, nocase: bool = False) -> re.Pattern[str]:
                 continue
             out.append("\\[")
         elif c == "$":
-            out.append("(?!\\n)\\Z" if i == n - 1 else "$")
+            out.append("\\Z")  # POSIX `$`: the end of the string only
         elif c == "{":
             m = re.match(r"\{(\d*)(,(\d*))?\}", ere[i:])
             if m and out and (m.group(1) or m.group(3)):
@@ -317,7 +318,7 @@ def ere_regex(ere: str, nocase: bool = False) -> re.Pattern[str]:
         else:
             out.append(c)
         i += 1
-    return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if nocase else 0))
+    return SafePattern("".join(out), re.DOTALL | (re.IGNORECASE if nocase else 0))
 
 
 def _bracket_ere(ere: str, i: int) -> tuple[str, int] | None:

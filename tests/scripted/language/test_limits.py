@@ -260,3 +260,27 @@ async def test_word_splitting_is_bounded() -> None:
     script = "printf -v x '%*s' 9000 ''; x=${x// /a }; for i in 1 2 3 4; do x=$x$x; done; set -- $x"
     result = await run(script)
     assert_aborted(result, "resource limit exceeded: maximum word count exceeded (100000)")
+
+
+async def test_catastrophic_regex_cannot_hang() -> None:
+    # ^(a+)+$ against a^n b takes 2^n steps in a backtracking engine
+    script = (
+        "printf -v x '%*s' 5000 ''; x=${x// /a}b; "
+        "[[ $x =~ ^(a+)+$ ]] && echo match || echo no; "
+        "shopt -s extglob; [[ $x == +(a|aa)c ]] && echo match || echo no"
+    )
+    start = time.monotonic()
+    result = await run(script)
+    assert result.stdout == "no\nno\n"
+    assert time.monotonic() - start < 5.0
+
+
+async def test_slow_pattern_work_is_stopped_by_the_timeout() -> None:
+    script = (
+        "printf -v x '%*s' 10000 ''; x=${x// /ab}; "
+        "for i in 1 2 3 4 5 6 7 8 9 10; do y=${x//*a*a*a*a*c/}; done; echo done"
+    )
+    start = time.monotonic()
+    result = await run(script, timeout_seconds=0.5)
+    assert time.monotonic() - start < 3.0
+    assert result.error is None or "execution timeout" in result.error
