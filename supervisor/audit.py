@@ -174,6 +174,11 @@ class AuditHub:
 
         return remove
 
+    @property
+    def active(self) -> bool:
+        """True when an event would go anywhere (so callers can skip building it)."""
+        return bool(self._fd is not None or self._callbacks or self._streams)
+
     def emit(self, event: CallEvent) -> None:
         self.emitted += 1
         if self._fd is not None:

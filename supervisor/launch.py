@@ -38,8 +38,9 @@ class SpawnedWorker(Protocol):
     def peak_memory(self) -> int | None:
         """Peak memory of the whole worker in bytes, if the container measures it."""
 
-    def survivors(self) -> list[int]:
-        """Pids of the worker's processes still alive (empty once it is torn down)."""
+    def survivors(self, *, thorough: bool = True) -> list[int]:
+        """Pids of the worker's processes still alive (empty once it is torn down).
+        ``thorough=False``: only what the container itself tracks (fast)."""
 
     async def cleanup(self) -> None:
         """After `wait`: prove nothing survives and release what the container holds."""

@@ -54,10 +54,14 @@ class SandboxedWorker:
     def peak_memory(self) -> int | None:
         return self._sandbox.peak_memory_bytes
 
-    def survivors(self) -> list[int]:
+    def survivors(self, *, thorough: bool = True) -> list[int]:
         """Live processes of the sandbox. Zombies are dead and excluded: an orphaned
-        one waits for the host's pid 1 to reap it, which on some hosts takes a while."""
-        return [p.pid for p in self._sandbox.survivors() if not _zombie(p)]
+        one waits for the host's pid 1 to reap it, which on some hosts takes a while.
+        ``thorough=False`` trusts the sandbox's cgroup (nothing leaves it) and skips the
+        scan of every process for the sandbox's uid."""
+        sandbox = self._sandbox
+        scan = thorough or sandbox.cgroup is None
+        return [p.pid for p in sandbox.survivors(thorough=scan) if not _zombie(p)]
 
     async def cleanup(self) -> None:
         await trio.to_thread.run_sync(self._sandbox.cleanup)

@@ -218,8 +218,9 @@ class Session:
     def pid(self) -> int | None:
         return None if self._spawned is None else self._spawned.pid
 
-    def survivors(self) -> list[int]:
-        return [] if self._spawned is None else self._spawned.survivors()
+    def survivors(self, *, thorough: bool = True) -> list[int]:
+        """Live processes of this session's sandbox (none once it was reaped)."""
+        return [] if self._spawned is None else self._spawned.survivors(thorough=thorough)
 
     def peak_memory_now(self) -> int | None:
         """Peak memory of the worker so far (read at most once a second while it runs)."""
@@ -344,7 +345,7 @@ class Session:
             self._on_dead(self)
 
     async def wait_reaped(self, timeout: float | None = None) -> bool:
-        """Wait until the worker was reaped and its fds closed; False on timeout."""
+        """Wait until nothing of the worker's sandbox is alive; False on timeout."""
         with trio.move_on_after(self.config.reap_timeout if timeout is None else timeout):
             await self._reaped.wait()
         return self._reaped.is_set()
@@ -514,10 +515,12 @@ class Session:
     # -- tasks -----------------------------------------------------------------------------
 
     def _send(self, data: bytes) -> None:
-        """Queue bytes for fd 3, in order. When nothing is queued and the writer is idle,
-        write at once (non-blocking) from the calling task and queue only what the pipe
-        did not take: the common case then costs no task switch."""
-        if self._unsent == 0 and self._write_fd >= 0:
+        """Queue bytes for fd 3, in order. When nothing is queued and at most one call is
+        in flight, write at once (non-blocking) from the calling task and queue only what
+        the pipe did not take: a lone call then costs no task switch. With more calls in
+        flight the writer task coalesces what they queue into one write (fewer syscalls
+        and fewer wake-ups of the worker)."""
+        if self._unsent == 0 and self._write_fd >= 0 and len(self._calls) <= 1:
             try:
                 written = os.write(self._write_fd, data)
             except BlockingIOError:
@@ -692,11 +695,21 @@ class Session:
             self.end_reason = "closed"
         else:
             self.kill(self._crash_reason(code))
+        await self._confirm_gone(spawned)
         with trio.move_on_after(DRAIN_AFTER_EXIT):
             await self.stdout.done.wait()
             await self.stderr.done.wait()
         if self._scope is not None:
             self._scope.cancel()
+
+    async def _confirm_gone(self, spawned: SpawnedWorker) -> None:
+        """Once nothing of the sandbox is alive, let the calls that wait for the reap go
+        (the container's own cleanup comes after, in the teardown)."""
+        with trio.move_on_after(self.config.reap_timeout):
+            while spawned.survivors(thorough=False):
+                spawned.kill(self.end_reason or "reap")
+                await trio.sleep(0.001)
+            self._reaped.set()
 
     def _crash_reason(self, code: int) -> str:
         if self.termination in ("memory", "pids", "cpu"):

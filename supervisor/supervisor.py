@@ -196,6 +196,8 @@ class Supervisor:
             for tool_policy in self._policies.values():
                 ledger.register_external_tool(tool_policy)
             ledger.subscribe_audit(self._on_ledger_event)
+            for info in ledger.indeterminate():  # recovered from a durable journal
+                self._indeterminate[info.id] = ledger.deadline(info.id)
             config = SessionConfig(
                 grants=tuple(
                     grant_for(p, self.max_calls_per_worker) for p in self._policies.values()
@@ -416,8 +418,10 @@ class Supervisor:
         finally:
             if call.resolved and call.outcome is None:
                 outcome = call.build_outcome(trio.current_time())
-                self._audit.emit(CallEvent.of(outcome, time=time.time(),
-                                              ledger_head=call.ledger_head))
+                if self._audit.active:
+                    self._audit.emit(
+                        CallEvent.of(outcome, time=time.time(), ledger_head=call.ledger_head)
+                    )
         assert call.outcome is not None
         return call.outcome
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,16 +32,26 @@ def fake_worker(mode: str, **policy: Any) -> dict[str, Any]:
     }
 
 
+_launched_before = False
+
+
 @asynccontextmanager
-async def supervisor(**kwargs: Any) -> AsyncIterator[Supervisor]:
-    """A started supervisor; after it closed, no process of any of its sandboxes lives."""
+async def supervisor(*, check_fds: bool = True, **kwargs: Any) -> AsyncIterator[Supervisor]:
+    """A started supervisor; after it closed, no process of any of its sandboxes lives
+    and (once the sandbox's one-time fd set-up happened in this process) no fd leaked."""
+    global _launched_before
     if "adapters" not in kwargs and "worker_argv" not in kwargs:
         kwargs["adapters"] = [ADAPTERS]
     kwargs.setdefault("ping_interval", None)
+    fds = fd_count()
     sup = Supervisor(**kwargs)
     async with sup:
         yield sup
     assert_no_survivors(sup)
+    if _launched_before and check_fds:
+        gc.collect()
+        assert fd_count() == fds, "the supervisor leaked file descriptors"
+    _launched_before = True
 
 
 def assert_no_survivors(sup: Supervisor) -> None:
@@ -75,3 +86,15 @@ def check_ledger(sup: Supervisor, *, indeterminate_ok: bool = True) -> None:
     """Every operation is resolved, or pending only because it is indeterminate."""
     for info in sup.ledger.pending():
         assert indeterminate_ok and info.indeterminate, f"operation left pending: {info}"
+
+
+async def ended_session(sup: Supervisor, session_id: str | None) -> Any:
+    """The session once its teardown finished (it is in the pool's history)."""
+    import trio
+
+    with trio.fail_after(10):
+        while True:
+            for session in sup.pool.history:
+                if session.id == session_id:
+                    return session
+            await trio.sleep(0.005)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import trio
-from sv_support import check_ledger, supervisor
+from sv_support import check_ledger, ended_session, supervisor
 
 from supervisor.ledger import TimedOut
 
@@ -25,7 +25,7 @@ async def test_a_stubborn_adapter_is_killed_and_indeterminate() -> None:
         out = await sup.invoke("hang", "", deadline=0.3)
         assert (out.status, out.kill_reason) == ("indeterminate", "deadline")
         assert out.termination == "timeout"  # the sandbox's own classification
-        dead = next(s for s in sup.pool.history if s.id == out.session_id)
+        dead = await ended_session(sup, out.session_id)
         assert dead.end_reason == "deadline" and dead.survivors() == []
         info = sup.ledger.status(out.op_id)
         assert info.indeterminate and info.outcome is None  # pending, not resolved
@@ -58,7 +58,7 @@ async def test_a_valid_result_after_the_deadline_is_never_completed() -> None:
         out = await sup.invoke("stubborn", "0.4", deadline=0.2)
         assert (out.status, out.kill_reason) == ("indeterminate", "deadline")
         assert out.value is None
-        dead = next(s for s in sup.pool.history if s.id == out.session_id)
+        dead = await ended_session(sup, out.session_id)
         assert dead.end_reason == "deadline"
 
 
@@ -79,7 +79,7 @@ async def test_the_session_lifetime_is_measured_from_spawn() -> None:
     async with supervisor(session_lifetime=1.0, pool_min=1) as sup:
         out = await sup.invoke("hang", "")  # no call deadline: the session's ends it
         assert (out.status, out.kill_reason) == ("indeterminate", "session_deadline")
-        dead = next(s for s in sup.pool.history if s.id == out.session_id)
+        dead = await ended_session(sup, out.session_id)
         assert dead.spawned_at is not None
         assert 1.0 <= dead.expires_at - dead.spawned_at <= 1.0 + 1e-9
         check_ledger(sup)
@@ -90,16 +90,15 @@ async def test_sessions_near_their_end_are_retired_not_killed() -> None:
         first = await sup.invoke("echo", "a")
         await trio.sleep(1.85)  # within the last tenth of its life: retired on release
         await sup.invoke("echo", "b")
-        with trio.fail_after(5):
-            while not any(s.id == first.session_id for s in sup.pool.history):
-                await trio.sleep(0.05)
-        old = next(s for s in sup.pool.history if s.id == first.session_id)
+        old = await ended_session(sup, first.session_id)
         assert old.end_reason == "closed" and old.returncode == 0
 
 
 @pytest.mark.parametrize("grace", [0.0, 0.02])
 async def test_kill_reaps_before_the_outcome_is_returned(grace: float) -> None:
     async with supervisor(cancel_grace=grace) as sup:
+        (session,) = sup.pool.sessions
         out = await sup.invoke("hang", "", deadline=0.2)
-        dead = next(s for s in list(sup.pool.history) if s.id == out.session_id)
-        assert dead.returncode is not None and dead.survivors() == []
+        assert out.session_id == session.id
+        # the outcome comes only once nothing of the sandbox is alive
+        assert session.returncode is not None and session.survivors() == []

@@ -60,7 +60,8 @@ async def test_text_tools_refuse_flags() -> None:
 
 
 async def test_from_another_thread_and_event_loop() -> None:
-    async with supervisor() as sup:
+    # execute_sync keeps an asyncio runner (and its fds) per thread: not ours to check
+    async with supervisor(check_fds=False) as sup:
         st = ScriptedTool("ext")
         st.add_tool("echo_tool", "echo stdin", sup.tool_callback("echo"))
         st.add_tool("nap", "sleep", sup.tool_callback("sleep", deadline=0.2))

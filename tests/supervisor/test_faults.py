@@ -13,16 +13,17 @@ import signal
 
 import pytest
 import trio
-from sv_support import check_ledger, fake_worker, rss, supervisor, worker_process
-
-from supervisor.supervisor import Supervisor
+from sv_support import (
+    check_ledger,
+    ended_session,
+    fake_worker,
+    rss,
+    supervisor,
+    worker_process,
+)
 
 KiB = 1024
 MiB = 1024 * KiB
-
-
-def dead_session(sup: Supervisor, session_id: str | None) -> object:
-    return next(s for s in sup.pool.history if s.id == session_id)
 
 
 async def test_worker_sigkilled_mid_call() -> None:
@@ -75,7 +76,7 @@ async def test_protocol_faults_poison_the_session(mode: str, reason: str) -> Non
     async with supervisor(**fake_worker(mode)) as sup:
         out = await sup.invoke("fake", "abc", deadline=10)
         assert (out.status, out.kill_reason) == ("indeterminate", reason)
-        dead = dead_session(sup, out.session_id)
+        dead = await ended_session(sup, out.session_id)
         assert dead.end_reason == reason  # type: ignore[attr-defined]
         assert dead.returncode is not None  # type: ignore[attr-defined]
         # a fresh session (new id, new key) takes the next call; it misbehaves the same

@@ -3,10 +3,12 @@ pending until reconciled through a fresh session (never re-dispatched), liveness
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import trio
 from sv_support import fake_worker, supervisor
 
-from supervisor.ledger import AuditKind, Completed
+from supervisor.ledger import AuditKind, Completed, Ledger, TimedOut, ToolPolicy
 from supervisor.ledger.audit import TERMINAL_KINDS
 
 
@@ -68,3 +70,24 @@ async def test_idle_sessions_answer_pings() -> None:
         assert 0 < rtt < 1
         await trio.sleep(0.5)  # several idle pings happen; the session stays healthy
         assert session.usable and (await sup.invoke("echo", "x")).session_id == session.id
+
+
+async def test_a_durable_ledger_keeps_every_outcome(tmp_path: Path) -> None:
+    journal = tmp_path / "ops.sqlite"
+    async with supervisor(ledger_path=journal) as sup:
+        done = await sup.invoke("echo", "kept")
+        lost = await sup.invoke("hang", "", deadline=0.2)
+    ledger = Ledger(path=journal)
+    try:
+        ledger.register_external_tool(ToolPolicy("echo", max_calls=10))
+        assert ledger.outcome(done.op_id) == Completed("kept")
+        info = ledger.status(lost.op_id)  # left indeterminate: closed before its expiry
+        assert info.indeterminate and info.outcome is None
+        assert ledger.verify_audit_chain() > 0
+    finally:
+        ledger.close()
+    async with supervisor(ledger_path=journal) as sup:  # reopened: it expires it
+        with trio.fail_after(5):
+            while sup.ledger.outcome(lost.op_id) is None:
+                await trio.sleep(0.05)
+        assert isinstance(sup.ledger.outcome(lost.op_id), TimedOut)
