@@ -33,6 +33,16 @@ FIELDS, STRING, PATTERN, REGEX = 0, 1, 2, 3
 MAX_FIELDS = 100_000
 PROCESS_SUBSTITUTION = "execution error: bash: process substitution disabled"
 _DEFAULT_IFS = " \t\n"
+_WS_SPLIT = re.compile("[ \t\n]+")
+
+
+def _any_in(chars: str, text: str) -> bool:
+    for c in chars:
+        if c in text:
+            return True
+    return False
+
+
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _REF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(.*)\]\Z", re.DOTALL)
 
@@ -150,6 +160,22 @@ class Expander(Variables):
 
     # ------------------------------------------------------------- entry points
 
+    def fast_args(self, words: tuple[A.ArgWord, ...]) -> list[str] | None:
+        """Arguments made only of literals and plain ``$x``: no await needed."""
+        out: list[str] = []
+        for w in words:
+            if type(w) is not A.Word:
+                return None
+            lit = w.literal
+            if lit is not None:
+                out.append(lit)
+                continue
+            fast = self.fast_fields(w)
+            if fast is None:
+                return None
+            out.extend(fast)
+        return out
+
     async def expand_args(self, words: tuple[A.ArgWord, ...]) -> list[str]:
         """Command arguments: fields after splitting (brace words give several)."""
         out: list[str] = []
@@ -261,13 +287,17 @@ class Expander(Variables):
                 return None
             if not v:
                 return []
-            ifs = self.get("IFS")
-            if ifs is None:
+            ifs_var = self.vars.get("IFS")
+            ifs = _DEFAULT_IFS if ifs_var is None else ifs_var.value
+            if ifs == _DEFAULT_IFS:
                 if " " in v or "\t" in v or "\n" in v:
-                    return v.split()
+                    fields = _WS_SPLIT.split(v.strip(" \t\n"))
+                    if len(fields) > MAX_FIELDS:
+                        raise LimitExceeded(f"maximum word count exceeded ({MAX_FIELDS})")
+                    return fields if fields != [""] else []
                 return [v]
-            if ifs and any(c in ifs for c in v):
-                return None
+            if not isinstance(ifs, str) or (ifs and _any_in(ifs, v)):
+                return None  # the general splitter handles custom IFS
             return [v]
         return None
 

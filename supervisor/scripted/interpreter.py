@@ -299,7 +299,8 @@ class Interpreter(ControlMixin, Expander):
         if len(words) == 1 and type(first) is A.Word and first.literal is not None:
             argv = [first.literal]
         else:
-            argv = await self.expand_args(words)
+            fast = self.fast_args(words)
+            argv = fast if fast is not None else await self.expand_args(words)
             if len(argv) > 1 and sum(map(len, argv)) > self.limits.max_value_bytes:
                 raise LimitExceeded(f"maximum value size exceeded ({self.limits.max_value_bytes})")
         if not argv:
@@ -320,7 +321,8 @@ class Interpreter(ControlMixin, Expander):
             finally:
                 self.out, self.err, self.stdin = saved
         else:
-            status = await self.invoke(argv, cmd.assigns)
+            r = self.start_command(argv, cmd.assigns)
+            status = r if type(r) is int else await r  # type: ignore[misc]
         self.status = status
         if status and self.opt_errexit and not self.errexit_suppressed:
             raise ExitShell(status)
@@ -379,6 +381,73 @@ class Interpreter(ControlMixin, Expander):
 
     async def invoke(self, argv: list[str], assigns: tuple[A.Assign, ...] = ()) -> int:
         """Resolve and run one command: function, builtin or table entry."""
+        r = self.start_command(argv, assigns)
+        return r if type(r) is int else await r  # type: ignore[misc]
+
+    def start_command(
+        self, argv: list[str], assigns: tuple[A.Assign, ...] = ()
+    ) -> int | Awaitable[int]:
+        """``invoke`` without an ``await`` when none is needed: a sync builtin or table
+        command (the common case in a loop of tool calls) returns its status directly;
+        anything that must wait comes back as an awaitable."""
+        name = argv[0]
+        if assigns or name in self.functions:
+            return self._invoke_slow(argv, assigns)
+        entry = self.ctx.resolve.get(name)
+        if entry is None:
+            self.error(f"{name}: command not found")
+            return 127
+        kind, impl = entry
+        if kind == BUILTIN:
+            try:
+                r = impl(self, argv[1:])
+            except FatalShellError:
+                raise
+            except ShellError as exc:
+                self.error(exc.message)
+                return exc.status
+            if type(r) is int:
+                return r
+            return self._await_builtin(r)
+        stdin = self.stdin.read_all() if self.stdin is not None else None
+        try:
+            result = impl(argv[1:], stdin)
+        except Exception as exc:  # a command must not take the interpreter down
+            self.error(f"{name}: {type(exc).__name__}: command failed")
+            return 1
+        if type(result) is CommandResult:
+            return self.table_output(result)
+        return self._await_table(name, result)
+
+    async def _await_builtin(self, pending: Awaitable[int]) -> int:
+        try:
+            return await pending
+        except FatalShellError:
+            raise
+        except ShellError as exc:
+            self.error(exc.message)
+            return exc.status
+
+    async def _await_table(self, name: str, result: Any) -> int:
+        try:
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:
+            self.error(f"{name}: {type(exc).__name__}: command failed")
+            return 1
+        if type(result) is not CommandResult:
+            self.error(f"{name}: command returned no result")
+            return 1
+        return self.table_output(result)
+
+    def table_output(self, result: CommandResult) -> int:
+        if result.stdout:
+            self.out.write(result.stdout)
+        if result.stderr:
+            self.err.write(result.stderr)
+        return result.exit_code
+
+    async def _invoke_slow(self, argv: list[str], assigns: tuple[A.Assign, ...]) -> int:
         name = argv[0]
         fn = self.functions.get(name)
         if fn is not None:
@@ -402,7 +471,7 @@ class Interpreter(ControlMixin, Expander):
         for a in assigns:
             if a.value is not None:
                 await self.expand_string(a.value)
-        return await self.run_table_command(name, impl, argv[1:])
+        return await self.invoke(argv)
 
     async def run_builtin(self, impl: Builtin, argv: list[str]) -> int:
         try:
@@ -415,24 +484,6 @@ class Interpreter(ControlMixin, Expander):
         except ShellError as exc:
             self.error(exc.message)
             return exc.status
-
-    async def run_table_command(self, name: str, impl: Any, args: list[str]) -> int:
-        stdin = self.stdin.read_all() if self.stdin is not None else None
-        try:
-            result = impl(args, stdin)
-            if type(result) is not CommandResult and inspect.isawaitable(result):
-                result = await result
-        except Exception as exc:  # a command must not take the interpreter down
-            self.error(f"{name}: {type(exc).__name__}: command failed")
-            return 1
-        if type(result) is not CommandResult:
-            self.error(f"{name}: command returned no result")
-            return 1
-        if result.stdout:
-            self.out.write(result.stdout)
-        if result.stderr:
-            self.err.write(result.stderr)
-        return result.exit_code
 
     async def with_temp_assigns(self, assigns: tuple[A.Assign, ...], run: Awaitable[int]) -> int:
         saved: list[tuple[str, Var | None]] = []
