@@ -37,10 +37,7 @@ _WS_SPLIT = re.compile("[ \t\n]+")
 
 
 def _any_in(chars: str, text: str) -> bool:
-    for c in chars:
-        if c in text:
-            return True
-    return False
+    return any(c in text for c in chars)
 
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
