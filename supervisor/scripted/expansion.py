@@ -285,7 +285,7 @@ class Expander(Variables):
             if not v:
                 return []
             ifs_var = self.vars.get("IFS")
-            ifs = _DEFAULT_IFS if ifs_var is None else ifs_var.value
+            ifs: object = _DEFAULT_IFS if ifs_var is None else ifs_var.value
             if ifs == _DEFAULT_IFS:
                 if " " in v or "\t" in v or "\n" in v:
                     fields = _WS_SPLIT.split(v.strip(" \t\n"))
