@@ -274,8 +274,8 @@ class Expander(Variables):
             expr = p.expr.literal  # type: ignore[union-attr]
             if expr is None:
                 return None
-            ifs = self.get("IFS")
-            if ifs is not None and ifs != " \t\n":
+            arith_ifs = self.get("IFS")
+            if arith_ifs is not None and arith_ifs != " \t\n":
                 return None
             return [str(self.arith_expr(expr))]
         if t is A.Param:
