@@ -236,9 +236,9 @@ class Pool:
 
     def _grow(self) -> None:
         """Start sessions up to the minimum, and more (up to ``size``) for waiters."""
-        if self._closing or self._nursery is None:
-            return
         live = len(self._sessions)
+        if self._closing or self._nursery is None or live >= self.size:
+            return
         want = max(self.min_size, min(self.size, live - self._starting + self._demand()))
         for _ in range(min(want, self.size) - live):
             self._nursery.start_soon(self._start_one, False)
