@@ -10,6 +10,7 @@ from __future__ import annotations
 import decimal
 import math
 import re
+import time
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from .interpreter import Interpreter
 
 MAX_WIDTH = 10_000
-_SPEC = re.compile(r"%([-+ #0']*)(\*|\d+)?(?:\.(\*|\d*))?([diouxXfFeEgGaAcsbq%])")
+_SPEC = re.compile(r"%([-+ #0']*)(\*|\d+)?(?:\.(\*|\d*))?(\([^)]*\)T|[diouxXfFeEgGaAcsbq%])")
 _INT_TEXT = re.compile(r"\s*([-+]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)\s*\Z")
 _DEC_CTX = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_EVEN)
 _U64 = 2**64
@@ -155,6 +156,21 @@ def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Arg
             sign = "-" if num < 0 else ("+" if "+" in flags else "")
             return _pad(sign + body, flags.replace("0", ""), width)
         return _float(spec, flags, width, prec, num)
+    if spec[0] == "(":  # %(fmt)T: a time, like strftime
+        arg = a.next()
+        if arg is None or arg == "":
+            stamp = -1  # no argument: now
+        else:
+            a.i -= 1
+            stamp = a.integer()
+        if stamp == -1:
+            stamp = int(time.time())
+        elif stamp == -2:
+            stamp = int(a.sh.start_epoch)
+        text = time.strftime(spec[1:-2] or "%X", time.localtime(stamp))
+        if prec is not None:
+            text = text[:prec]
+        return _pad(text, flags, width)
     if spec == "c":
         s = a.next() or ""
         return _pad(s[:1], flags, width)

@@ -453,6 +453,8 @@ def trap(sh: Interpreter, args: list[str]) -> int:
             sh.traps.pop(name, None)
         else:
             sh.traps[name] = handler
+            if name == "ERR":
+                sh.err_trap_depth = sh.func_depth
     return 0
 
 

@@ -33,7 +33,7 @@ class ControlMixin(Expander):
     async def run_seq(self, seq: A.Sequence) -> int:
         raise NotImplementedError
 
-    def check_errexit(self, status: int) -> None:
+    async def failed(self, status: int) -> None:
         raise NotImplementedError
 
     def error(self, message: str) -> None:
@@ -241,7 +241,8 @@ class ControlMixin(Expander):
         else:
             status = 0 if value else 1
         self.status = status
-        self.check_errexit(status)
+        if status:
+            await self.failed(status)
         return status
 
     # ------------------------------------------------------------------- [[ ]]
@@ -258,7 +259,8 @@ class ControlMixin(Expander):
             self.error(exc.message)
             status = exc.status
         self.status = status
-        self.check_errexit(status)
+        if status:
+            await self.failed(status)
         return status
 
     async def cond(self, e: A.CondExpr) -> bool:

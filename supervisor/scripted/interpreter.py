@@ -172,6 +172,8 @@ class Interpreter(ControlMixin, Expander):
         self.subshell_depth = 0
         self.cmdsub_status = 0
         self.traps: dict[str, str] = {}
+        #: the ERR trap fires in the function depth it was set at (or outer ones)
+        self.err_trap_depth = 0
         self.getopts_pos = 0
         self.getopts_ind: int | None = None
         self.shell_id = next(_shell_ids)
@@ -248,8 +250,20 @@ class Interpreter(ControlMixin, Expander):
     async def run_node(self, node: A.Node) -> int:
         return await _DISPATCH[type(node)](self, node)
 
-    def check_errexit(self, status: int) -> None:
-        if status and self.opt_errexit and not self.errexit_suppressed:
+    async def failed(self, status: int) -> None:
+        """A command failed (status != 0) where ``set -e`` and the ERR trap apply:
+        not in a condition, not before ``&&``/``||``, not under ``!``."""
+        if self.errexit_suppressed:
+            return
+        handler = self.traps.get("ERR")
+        if handler and self.func_depth <= self.err_trap_depth:
+            del self.traps["ERR"]  # not while it runs
+            try:
+                await self.run_seq(parse(handler).body)
+            finally:
+                self.traps.setdefault("ERR", handler)
+            self.status = status
+        if self.opt_errexit:
             raise ExitShell(status)
 
     async def tick(self) -> None:
@@ -292,7 +306,8 @@ class Interpreter(ControlMixin, Expander):
                     return 0
             status = await self.assignments_only(cmd.assigns, cmd.redirs)
             self.status = status
-            self.check_errexit(status)
+            if status:
+                await self.failed(status)
             return status
         words = cmd.words
         first = words[0]
@@ -306,7 +321,8 @@ class Interpreter(ControlMixin, Expander):
         if not argv:
             status = await self.assignments_only(cmd.assigns, cmd.redirs)
             self.status = status
-            self.check_errexit(status)
+            if status:
+                await self.failed(status)
             return status
         if self.opt_xtrace:
             self.err.write("+ " + " ".join(argv) + "\n")
@@ -314,7 +330,7 @@ class Interpreter(ControlMixin, Expander):
             saved = (self.out, self.err, self.stdin)
             if not await self.apply_redirects(cmd.redirs):
                 self.status = 1
-                self.check_errexit(1)
+                await self.failed(1)
                 return 1
             try:
                 status = await self.invoke(argv, cmd.assigns)
@@ -324,8 +340,8 @@ class Interpreter(ControlMixin, Expander):
             r = self.start_command(argv, cmd.assigns)
             status = r if type(r) is int else await r  # type: ignore[misc]
         self.status = status
-        if status and self.opt_errexit and not self.errexit_suppressed:
-            raise ExitShell(status)
+        if status and not self.errexit_suppressed and (self.opt_errexit or self.traps):
+            await self.failed(status)
         return status
 
     async def assignments_only(
@@ -546,7 +562,8 @@ class Interpreter(ControlMixin, Expander):
         else:
             status = await run_declaration(self, cmd)
         self.status = status
-        self.check_errexit(status)
+        if status:
+            await self.failed(status)
         return status
 
     # ------------------------------------------------------------- redirections
@@ -665,7 +682,8 @@ class Interpreter(ControlMixin, Expander):
             status = 0 if status else 1
         self.status = status
         if not node.negate:
-            self.check_errexit(status)
+            if status:
+                await self.failed(status)
         return status
 
     async def x_andor(self, node: A.AndOr) -> int:
@@ -809,7 +827,8 @@ class Interpreter(ControlMixin, Expander):
         else:
             status = await self.in_subshell(node.body)
         self.status = status
-        self.check_errexit(status)
+        if status:
+            await self.failed(status)
         return status
 
     async def command_substitution(self, program: A.Program) -> str:

@@ -67,6 +67,7 @@ class Variables(ArithEnv):
     arith_depth: int
     funcnames: list[str]
     start_time: float
+    start_epoch: float
     random_state: int
 
     def init_variables(self) -> None:
@@ -77,6 +78,7 @@ class Variables(ArithEnv):
         self.funcnames = []
         self.arith_depth = 0
         self.start_time = time.monotonic()
+        self.start_epoch = time.time()
         self.random_state = 12345
 
     # ----------------------------------------------------------------- reading
