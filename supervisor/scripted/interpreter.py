@@ -681,9 +681,8 @@ class Interpreter(ControlMixin, Expander):
         if node.negate:
             status = 0 if status else 1
         self.status = status
-        if not node.negate:
-            if status:
-                await self.failed(status)
+        if not node.negate and status:
+            await self.failed(status)
         return status
 
     async def x_andor(self, node: A.AndOr) -> int:
