@@ -66,6 +66,11 @@ class Sandbox:
         return self._returncode
 
     @property
+    def finished(self) -> bool:
+        """Cleaned up: reaped, proven gone, cgroups removed."""
+        return self._cleaned
+
+    @property
     def kill_reason(self) -> str | None:
         return self._kill_reason
 

@@ -43,6 +43,7 @@ from .cgroups import CgroupLayout, SandboxCgroup, detect_layout, sandbox_cgroup_
 from .childsetup import STAGE, ChildSetup
 from .errors import LaunchError, PolicyError, SandboxUnavailable
 from .layout import synthetic_etc, system_mounts
+from .lifeline import ensure_lifeline
 from .policy import Bind, SandboxPolicy, check_path
 from .probe import require
 from .seccomp import build_filter
@@ -243,6 +244,7 @@ def prepare_launch(
     cgroup: SandboxCgroup | None = None
     try:
         if layout.hierarchies:
+            ensure_lifeline(layout)
             cgroup = SandboxCgroup.create(
                 layout, sandbox_cgroup_name(uid), memory_bytes=policy.memory_bytes, pids=policy.pids
             )

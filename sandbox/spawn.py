@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 from .errors import LaunchError
 from .handle import Sandbox
 from .launch import LaunchPlan
+from .lifeline import track
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -59,7 +60,9 @@ def spawn(
             raise LaunchError(f"cannot start bwrap: {exc}") from exc
         raise
     plan.started()
-    return Sandbox(plan, popen)
+    sandbox = Sandbox(plan, popen)
+    track(sandbox)
+    return sandbox
 
 
 class Spawner:

@@ -124,7 +124,9 @@ def classify(
         else:
             code = status.exit_code
     elif returncode < 0:
-        sig = -returncode
+        sig = -returncode  # bwrap itself was killed
+    elif 128 < returncode <= 128 + 64 and kill_reason is not None:
+        sig = returncode - 128  # bwrap reported its init's death before the program ran
     limits: set[str] = set()
     if counters.oom_kills:
         limits.add("memory")

@@ -1,12 +1,16 @@
-"""A real host process for the host-death test: it starts sandboxes, says which, and waits.
+"""A real host process for the host-death tests: it starts sandboxes, says which, and waits.
 
-Two sandboxes come from a `Spawner` thread and one from the main thread; the test
-SIGKILLs this process and checks that every sandbox dies with it.
+``steady``: two sandboxes from a `Spawner` thread and one from the main thread, then it
+sleeps until the test SIGKILLs it. ``startup``: it forks bwrap for one sandbox and SIGKILLs
+itself at once, while bwrap is still setting up (bwrap 0.8.0's die-with-parent race).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -14,17 +18,28 @@ from sandbox.launch import Command, prepare_launch
 from sandbox.policy import SandboxPolicy
 from sandbox.spawn import Spawner, spawn
 
+COMMAND = Command(("/bin/sh", "-c", "sleep 1000 & sleep 1000 & sleep 1000"))
 
-def main() -> None:
+
+def report(entries: list[tuple[int, list[str]]]) -> None:
+    print(json.dumps([{"uid": uid, "cgroups": paths} for uid, paths in entries]), flush=True)
+
+
+def steady() -> None:
     policy = SandboxPolicy()
-    command = Command(("/bin/sh", "-c", "sleep 1000 & sleep 1000 & sleep 1000"))
     spawner = Spawner().start()
-    sandboxes = [spawner.spawn(prepare_launch(policy, command)) for _ in range(2)]
-    sandboxes.append(spawn(prepare_launch(policy, command)))
-    report = [{"uid": s.uid, "cgroups": s.cgroup.paths if s.cgroup else []} for s in sandboxes]
-    print(json.dumps(report), flush=True)
+    sandboxes = [spawner.spawn(prepare_launch(policy, COMMAND)) for _ in range(2)]
+    sandboxes.append(spawn(prepare_launch(policy, COMMAND)))
+    report([(s.uid, s.cgroup.paths if s.cgroup else []) for s in sandboxes])
     time.sleep(1000)
 
 
+def startup() -> None:
+    plan = prepare_launch(SandboxPolicy(), COMMAND)
+    report([(plan.uid, plan.cgroup.paths if plan.cgroup else [])])
+    subprocess.Popen(plan.argv, **plan.popen_kwargs())
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    {"steady": steady, "startup": startup}[sys.argv[1]]()

@@ -14,8 +14,12 @@ SANDVISOR = [sys.executable, "-m", "supervisor"]
 pytestmark = [pytest.mark.bwrap, pytest.mark.cgroup]
 
 
-def sandvisor(*args: str, **kw: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([*SANDVISOR, *args], capture_output=True, timeout=60, **kw)  # type: ignore[call-overload]
+def sandvisor(
+    *args: str, input: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*SANDVISOR, *args], capture_output=True, timeout=60, input=input, env=env
+    )
 
 
 def test_exec_passes_output_and_status_through() -> None:

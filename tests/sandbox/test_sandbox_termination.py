@@ -23,10 +23,10 @@ STARTED = b'{ "child-pid": 42, "pid-namespace": 1 }\n'
 def test_status_lines_are_parsed_across_reads() -> None:
     s = BwrapStatus()
     s.feed(b'{ "child-pid": 4')
-    assert s.child_pid is None
+    before = s.child_pid
     s.feed(b'2 }\n{ "exit-code"')
     s.feed(b": 3 }\n")
-    assert (s.child_pid, s.exit_code) == (42, 3)
+    assert before is None and (s.child_pid, s.exit_code) == (42, 3)
 
 
 def test_status_ignores_garbage_and_bounds_partial_lines() -> None:
@@ -88,6 +88,11 @@ def test_pids_only_when_the_program_failed() -> None:
     assert t.reason == "pids" and t.limits_hit == {"pids"}
     t = classify(status=status(STARTED, b'{"exit-code": 0}\n'), returncode=0, counters=hit)
     assert t.reason == "exited" and t.limits_hit == {"pids"}  # coped with it
+
+
+def test_killed_before_bwrap_reported_a_status() -> None:
+    t = classify(status=status(STARTED), returncode=137, counters=NONE, kill_reason="cancelled")
+    assert t.reason == "killed" and t.signal == signal.SIGKILL and t.exit_status == 137
 
 
 def test_host_kill_with_a_reason() -> None:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from sandbox_helpers import PREFIX
 
@@ -39,7 +40,7 @@ def test_worker_command_binds_only_what_the_worker_needs() -> None:
     assert dests == {
         PREFIX: PREFIX,
         f"{SITE}/worker_runtime": str(ROOT / "worker_runtime"),
-        f"{SITE}/msgspec": os.path.dirname(__import__("msgspec").__file__),
+        f"{SITE}/msgspec": os.path.dirname(msgspec.__file__ or ""),
         f"{SITE}/tests": str(ROOT / "tests"),
     }
     assert all(not b.writable for b in command.binds)
