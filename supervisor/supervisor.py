@@ -222,6 +222,7 @@ class Supervisor:
             nursery = self._nursery = await self._nursery_cm.__aenter__()
         except BaseException:
             self._close_resources()
+            self._state = "closed"
             raise
         try:
             await nursery.start(self._pool.run)
@@ -230,6 +231,7 @@ class Supervisor:
             nursery.cancel_scope.cancel()
             await self._nursery_cm.__aexit__(None, None, None)
             self._close_resources()
+            self._state = "closed"
             raise
         self._state = "running"
         return self
@@ -240,8 +242,9 @@ class Supervisor:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Cancel the calls still running (cooperatively), close every worker, and stop."""
-        if self._state in ("closing", "closed", "new"):
+        """Cancel the calls still running (cooperatively), close every worker, and stop.
+        Called by ``async with`` on exit (it must run in the task that entered)."""
+        if self._state != "running":
             return
         self._state = "closing"
         assert self._nursery is not None and self._pool is not None

@@ -217,3 +217,12 @@ async def test_whoami_runs_as_a_sandbox_uid() -> None:
         out = await sup.invoke("whoami", "")
         info = json.loads(out.value)
         assert info["uid"] != 0 and info["pid"] < 100  # its own pid namespace
+
+
+async def test_a_failed_start_leaves_nothing_to_close() -> None:
+    sup = Supervisor(adapters=["json:no_such_module_here"])
+    with pytest.raises(DescribeError):
+        await sup.__aenter__()
+    await sup.aclose()  # nothing left to do
+    with pytest.raises(SupervisorError):
+        await sup.invoke("echo", "x")
