@@ -43,6 +43,7 @@ class _Converter:
         self.root = root
         self.masked: list[tuple[int, int]] = []  # regions tree-sitter saw blanked
         self.bangs: set[int] = set()  # `!` removed before compound commands
+        self.fakes: dict[int, int] = {}  # redirections disguised as assignments
         self.data = data
         self.ascii = len(src) == len(data)
         self.max_depth = max_depth
@@ -256,8 +257,22 @@ class _Converter:
         return A.SimpleCommand((self.assignment(node),), (), (), node.start_point[0] + 1)
 
     def s_variable_assignments(self, node: Node) -> A.Node:
-        assigns = tuple(self.assignment(ch) for ch in node.named_children)
-        return A.SimpleCommand(assigns, (), (), node.start_point[0] + 1)
+        assigns: list[A.Assign] = []
+        redirs: list[A.Redir] = []
+        for ch in node.named_children:
+            start = self.c(ch.start_byte)
+            if start in self.fakes:
+                redirs.append(self.fake_redirect(start, self.fakes[start]))
+            elif ch.type == "variable_assignment":
+                assigns.append(self.assignment(ch))
+        return A.SimpleCommand(tuple(assigns), (), tuple(redirs), node.start_point[0] + 1)
+
+    def fake_redirect(self, start: int, end: int) -> A.Redir:
+        """A redirection that was masked as ``Z=...`` (see mask_expansions)."""
+        m = _REDIRECT_OP.match(self.src, start, end)
+        assert m is not None
+        fd = int(m.group(1)) if m.group(1) else None
+        return A.Redir(m.group(2), self.word_range(m.end(), end), fd)
 
     def s_declaration_command(self, node: Node) -> A.Node:
         line = node.start_point[0] + 1
@@ -892,8 +907,68 @@ def parse(script: str, max_depth: int = 100, max_ops: int = 100_000) -> A.Progra
 _COMPOUND_AFTER_BANG = re.compile(r"[ \t]+(?:if|for|while|until|case|select|\{|\(|\[\[)[ \t\n(]")
 
 
+_ASSIGN_AT_START = re.compile(
+    r"(?:^|(?<=[;&|(){}\n])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))[ \t]*"
+    r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]\n]*\])?\+?="
+)
+_REDIRECT_OP = re.compile(r"(\d*)(&>>|&>|>>|>\||>&|<&|>|<(?![<(]))[ \t]*")
+
+
+def _scan_word(s: str, i: int) -> int:
+    """End of the shell word starting at ``i`` (quotes and ``$(...)`` respected)."""
+    n = len(s)
+    depth = 0
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "'\"":
+            j = i + 1
+            while j < n and s[j] != c:
+                j += 2 if c == '"' and s[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c in "({":
+            depth += 1
+        elif c in ")}":
+            if depth == 0:
+                return i
+            depth -= 1
+        elif depth == 0 and c in " \t\n;&|<>":
+            return i
+        i += 1
+    return n
+
+
+def _mask_assignment_redirects(script: str, out: list[str], fakes: dict[int, int]) -> None:
+    """``x=$(cmd) 2>/dev/null``: tree-sitter cannot parse one assignment with a
+    redirection; each redirection becomes a dummy assignment ``Z=___`` (same length)
+    that the converter turns back into the redirection (``fakes``: start -> end)."""
+    for m in _ASSIGN_AT_START.finditer(script):
+        j = _scan_word(script, m.end())
+        while True:
+            k = j
+            while k < len(script) and script[k] in " \t":
+                k += 1
+            op = _REDIRECT_OP.match(script, k)
+            if op is None or k == j:
+                break
+            end = _scan_word(script, op.end())
+            if end == op.end() or end - k < 2:
+                break
+            fakes[k] = end
+            out[k] = "Z"
+            out[k + 1] = "="
+            _blank(out, script, k + 2, end, None)
+            j = end
+
+
 def mask_expansions(
-    script: str, spans: list[tuple[int, int]] | None = None, bangs: set[int] | None = None
+    script: str,
+    spans: list[tuple[int, int]] | None = None,
+    bangs: set[int] | None = None,
+    fakes: dict[int, int] | None = None,
 ) -> str:
     """The script with the inside of every ``${...}`` and ``$((...))`` blanked out
     (same UTF-8 length, newlines kept) and every ``[`` command renamed. tree-sitter-bash
@@ -904,6 +979,8 @@ def mask_expansions(
     ``$(...)`` found there must be parsed from the original text; ``bangs`` the offsets
     of the ``!`` removed before a compound command, which the converter puts back."""
     out = list(script)
+    if fakes is not None:
+        _mask_assignment_redirects(script, out, fakes)
     n = len(script)
     i = 0
     quote = ""
@@ -1009,12 +1086,15 @@ def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
     # confuse it masked (see mask_expansions); if that fails too, report the first error
     spans: list[tuple[int, int]] = []
     bangs: set[int] = set()
-    masked = mask_expansions(script, spans, bangs)
+    fakes: dict[int, int] = {}
+    masked = mask_expansions(script, spans, bangs, fakes)
     if masked != script:
         retry = _PARSER.parse(masked.encode("utf-8", "surrogatepass"))
         if _first_error(retry.root_node) is None:
             try:
-                return _convert(script, data, retry.root_node, max_depth, max_ops, spans, bangs)
+                return _convert(
+                    script, data, retry.root_node, max_depth, max_ops, spans, bangs, fakes
+                )
             except ShellSyntaxError:
                 pass
     raise error
@@ -1028,8 +1108,10 @@ def _convert(
     max_ops: int,
     spans: list[tuple[int, int]],
     bangs: set[int],
+    fakes: dict[int, int] | None = None,
 ) -> A.Program:
     conv = _Converter(script, data, root, max_depth, max_ops)
     conv.masked = spans
     conv.bangs = bangs
+    conv.fakes = fakes or {}
     return A.Program(conv.sequence(list(root.children)), script)
