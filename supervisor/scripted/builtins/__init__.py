@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from supervisor.scripted.contract import Command, CommandResult
 
+from .awk import awk
 from .common import OutputLimitError, limit_result
 from .cut import cut
 from .expr import expr
@@ -30,6 +31,7 @@ from .wc import wc
 TextTool = Callable[[list[str], "str | None"], CommandResult]
 
 _USAGE = {
+    "awk": "Usage: awk [POSIX or GNU style options] [--] 'program' [file ...]",
     "jq": "Usage:\tjq [OPTIONS] FILTER [FILES...]",
     "cut": "Usage: cut OPTION... [FILE]...",
     "expr": "Usage: expr EXPRESSION",
@@ -52,7 +54,7 @@ _USAGE = {
 
 
 #: Tools that answer ``--help``/``--version`` themselves.
-_OWN_HELP = frozenset({"jq"})
+_OWN_HELP = frozenset({"jq", "awk"})
 
 
 def _guarded(name: str, tool: TextTool, limit_status: int) -> Command:
@@ -75,6 +77,7 @@ def _guarded(name: str, tool: TextTool, limit_status: int) -> Command:
 
 
 _TOOLS: dict[str, tuple[TextTool, int]] = {
+    "awk": (awk, 2),
     "cut": (cut, 1),
     "expr": (expr, 2),
     "fold": (fold, 1),
