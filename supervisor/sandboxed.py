@@ -15,11 +15,14 @@ from collections.abc import Sequence
 import psutil
 import trio
 
-from sandbox.handle import Sandbox
-from sandbox.launch import Command, prepare_launch
-from sandbox.policy import SandboxPolicy
-from sandbox.pyworker import worker_command
-from sandbox.spawn import Spawner
+from sandbox import (
+    Command,
+    Sandbox,
+    SandboxPolicy,
+    Spawner,
+    prepare_launch,
+    worker_command,
+)
 from supervisor.launch import SpawnedWorker
 
 

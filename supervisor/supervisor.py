@@ -24,8 +24,7 @@ from typing import Any, Literal
 
 import trio
 
-from sandbox.policy import SandboxPolicy
-from sandbox.spawn import Spawner
+from sandbox import SandboxPolicy, Spawner
 from supervisor.audit import AuditHub, AuditStream, CallEvent
 from supervisor.calls import CallHandle, ChunkCallback, SupervisedCall
 from supervisor.external import Decoder, Encoder, ExternalCallback, make_callback

@@ -10,8 +10,8 @@ from typing import Any
 
 import psutil
 
-from sandbox.policy import DEFAULT_ENV, SandboxPolicy
-from sandbox.pyworker import python_command
+from sandbox import SandboxPolicy, python_command
+from sandbox.policy import DEFAULT_ENV
 from supervisor.ledger import ToolPolicy
 from supervisor.supervisor import Supervisor
 
@@ -43,14 +43,15 @@ async def supervisor(*, check_fds: bool = True, **kwargs: Any) -> AsyncIterator[
     if "adapters" not in kwargs and "worker_argv" not in kwargs:
         kwargs["adapters"] = [ADAPTERS]
     kwargs.setdefault("ping_interval", None)
-    fds = fd_count()
+    fds = fd_table()
     sup = Supervisor(**kwargs)
     async with sup:
         yield sup
     assert_no_survivors(sup)
     if _launched_before and check_fds:
         gc.collect()
-        assert fd_count() == fds, "the supervisor leaked file descriptors"
+        after = fd_table()
+        assert len(after) == len(fds), f"fds leaked: {fd_diff(fds, after)}"
     _launched_before = True
 
 
@@ -60,8 +61,25 @@ def assert_no_survivors(sup: Supervisor) -> None:
     assert not any(alive.values()), f"sandbox processes survive: {alive}"
 
 
+def fd_table() -> dict[int, str]:
+    """This process's open fds and what they point at."""
+    table = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            table[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # the directory's own fd, closed meanwhile
+    return table
+
+
 def fd_count() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    return len(fd_table())
+
+
+def fd_diff(before: dict[int, str], after: dict[int, str]) -> str:
+    gone = {fd: t for fd, t in before.items() if after.get(fd) != t}
+    new = {fd: t for fd, t in after.items() if before.get(fd) != t}
+    return f"closed {gone}, opened {new}"
 
 
 def rss() -> int:
