@@ -16,7 +16,7 @@ from .common import (
     to_bytes,
     usage_result,
 )
-from .posix_regex import RegexError, compile_posix
+from .posix_regex import RegexError, compile_posix, finditer
 
 _TAC = OptionSpec(
     [
@@ -48,7 +48,7 @@ def tac(args: list[str], stdin: str | None) -> CommandResult:
             pattern = compile_posix(sep, ere=False, dialect="grep")
         except RegexError as exc:
             return CommandResult("", f"tac: {exc}\n", 1)
-        bounds = [(m.start(), m.end()) for m in pattern.finditer(text) if m.end() > m.start()]
+        bounds = [(m.start(), m.end()) for m in finditer(pattern, text) if m.end() > m.start()]
     elif sep == "":
         return CommandResult("", "tac: separator cannot be empty\n", 1)
     else:

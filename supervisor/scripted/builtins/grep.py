@@ -23,7 +23,7 @@ from .common import (
     to_bytes,
     usage_result,
 )
-from .posix_regex import RegexError, translate
+from .posix_regex import MatchLike, Regex, RegexError, compile_source, is_nested, translate
 
 _SPEC = OptionSpec(
     [
@@ -195,10 +195,10 @@ class _Version(Exception):
     pass
 
 
-def _compile(s: _Settings) -> Callable[[str, int], re.Match[str] | None]:
+def _compile(s: _Settings) -> Callable[[str, int], MatchLike | None]:
     """A search function ``(line, pos) -> match`` for all the patterns together."""
     sources: list[str] = []
-    flags = re.IGNORECASE if s.icase else 0
+    guarded = s.syntax == "P"  # Perl syntax: let the guard look at every pattern
     for pattern in s.patterns:
         if s.syntax == "F":
             source = re.escape(pattern)
@@ -210,6 +210,7 @@ def _compile(s: _Settings) -> Callable[[str, int], re.Match[str] | None]:
             source = pattern
         else:
             source = translate(pattern, ere=s.syntax == "E", dialect="grep")
+            guarded = guarded or is_nested(pattern, ere=s.syntax == "E", dialect="grep")
         if s.word:
             source = rf"(?<!\w)(?:{source})(?!\w)"
         sources.append(source)
@@ -218,17 +219,14 @@ def _compile(s: _Settings) -> Callable[[str, int], re.Match[str] | None]:
     # Patterns with back-references keep their own group numbers: search each.
     if len(sources) == 1 or not any(re.search(r"\\\d|\(\?P=", src) for src in sources):
         combined = sources[0] if len(sources) == 1 else "|".join(f"(?:{x})" for x in sources)
-        try:
-            regex = re.compile(combined, flags | re.DOTALL)
-        except re.error as exc:
-            raise RegexError(str(exc)) from None
+        regex = compile_source(combined, icase=s.icase, guarded=guarded)
         if s.line:
             return lambda text, pos: regex.match(text, pos)
         return regex.search
-    regexes = [re.compile(src, flags | re.DOTALL) for src in sources]
+    regexes: list[Regex] = [compile_source(src, icase=s.icase, guarded=guarded) for src in sources]
 
-    def search(text: str, pos: int) -> re.Match[str] | None:
-        best: re.Match[str] | None = None
+    def search(text: str, pos: int) -> MatchLike | None:
+        best: MatchLike | None = None
         for rx in regexes:
             m = rx.match(text, pos) if s.line else rx.search(text, pos)
             if m is not None and (
@@ -268,9 +266,7 @@ def grep(args: list[str], stdin: str | None) -> CommandResult:
     return result
 
 
-def _run(
-    s: _Settings, search: Callable[[str, int], re.Match[str] | None], text: str
-) -> CommandResult:
+def _run(s: _Settings, search: Callable[[str, int], MatchLike | None], text: str) -> CommandResult:
     sep = "\0" if s.null_data else "\n"
     lines, _ = split_lines(text, sep)
     binary = not s.text and not s.null_data and "\0" in text

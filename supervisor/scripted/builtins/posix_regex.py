@@ -6,25 +6,25 @@ that are literal in the middle of a BRE; backslash inside brackets; ``[:alpha:]`
 ``translate`` rewrites one into the other; ``compile_posix`` caches the compiled result.
 
 Two differences remain and are documented: POSIX picks the leftmost-*longest* match of an
-alternation while ``re`` picks the leftmost-first, and ``re`` backtracks. The cheap guard
-against catastrophic backtracking rejects the classic shape, an unbounded repetition of a
-group that itself repeats without bound and has no fixed literal to anchor each round,
-e.g. ``(a+)+``, ``(\\w+\\s*)*`` (``([0-9]+\\.)+`` passes: every round needs its ``.``).
+alternation while ``re`` picks the leftmost-first, and ``re`` backtracks. The guard against
+catastrophic backtracking spots the classic shape while translating, an unbounded
+repetition of a group that itself repeats without bound and has no fixed literal to anchor
+each round (``(a+)+``, ``(\\w+\\s*)*``; ``([0-9]+\\.)+`` passes), and such a pattern runs
+on the language core's linear-time matcher (``supervisor.scripted.safe_regex``) instead.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class RegexError(Exception):
     """A pattern that does not compile; the message is GNU's wording where known."""
 
-
-NESTED_REPETITION = "nested repetition like (a+)+ is rejected: it can take exponential time"
 
 _CLASS_NAMES = (
     "alpha", "digit", "alnum", "upper", "lower", "space", "blank",
@@ -103,6 +103,7 @@ class _Translator:
         self.atom_literal = False
         self.atom_quantified = False
         self.groups = 0
+        self.nested = False
 
     # -- helpers
     def emit_atom(self, text: str, *, literal: bool = False, frame: _Frame | None = None) -> None:
@@ -137,7 +138,7 @@ class _Translator:
             and inner.unbounded_inside
             and (inner.fixed_literals == 0 or inner.alternation)
         ):
-            raise RegexError(NESTED_REPETITION)
+            self.nested = True
         if self.atom_quantified:
             # POSIX allows ``a**``; re does not: wrap what is there.
             self.out[self.atom_at :] = ["(?:" + "".join(self.out[self.atom_at :]) + ")"]
@@ -424,6 +425,106 @@ def translate(pattern: str, *, ere: bool, dialect: str = "grep", multiline: bool
     return _Translator(pattern, ere, dialect, multiline).run()
 
 
+def is_nested(pattern: str, *, ere: bool, dialect: str = "grep") -> bool:
+    """Whether the pattern has the nested-repetition shape ``re`` may take exponential
+    time on (see the module docstring)."""
+    translator = _Translator(pattern, ere, dialect, False)
+    translator.run()
+    return translator.nested
+
+
+class _VMMatch:
+    """A linear-matcher result with the ``re.Match`` methods the tools call."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self, m: Any) -> None:
+        self._m = m
+
+    def start(self, group: int = 0, /) -> int:
+        return int(self._m.start(group))
+
+    def end(self, group: int = 0, /) -> int:
+        return int(self._m.end(group))
+
+    def span(self, group: int = 0, /) -> tuple[int, int]:
+        return self.start(group), self.end(group)
+
+    def group(self, group: int = 0, /) -> str | Any:
+        if self.start(group) < 0:
+            return None
+        return self._m.group(group)
+
+
+#: A match of either engine; a compiled pattern of either engine.
+MatchLike = re.Match[str] | _VMMatch
+
+
+class GuardedRegex:
+    """A pattern with nested repetition, run by ``safe_regex.SafePattern``: ``re`` while
+    that is cheap for the text, the Pike VM (linear time, deadline-checked) otherwise."""
+
+    def __init__(self, source: str, flags: int) -> None:
+        from supervisor.scripted.safe_regex import SafePattern
+
+        self._safe = SafePattern(source, flags)
+        self._re = re.compile(source, flags)
+
+    @property
+    def groups(self) -> int:
+        return self._re.groups
+
+    @property
+    def pattern(self) -> str:
+        return self._re.pattern
+
+    def _wrap(self, m: Any) -> MatchLike | None:
+        if m is None:
+            return None
+        if isinstance(m, re.Match):
+            return m
+        return _VMMatch(m)
+
+    def search(self, string: str, pos: int = 0, /) -> MatchLike | None:
+        return self._wrap(self._safe.search(string, pos))
+
+    def match(self, string: str, pos: int = 0, /) -> MatchLike | None:
+        return self._wrap(self._safe.match(string, pos))
+
+    def fullmatch(self, string: str, pos: int = 0, /) -> MatchLike | None:
+        return self._wrap(self._safe.fullmatch(string, pos))
+
+
+Regex = re.Pattern[str] | GuardedRegex
+
+
+def finditer(regex: Regex, text: str) -> Iterator[MatchLike]:
+    """``re.finditer`` for any ``Regex`` (empty matches step one character on)."""
+    pos = 0
+    n = len(text)
+    while pos <= n:
+        m = regex.search(text, pos)
+        if m is None:
+            return
+        yield m
+        start, end = m.span()
+        pos = end if end > start else end + 1
+
+
+def split(regex: Regex, text: str) -> list[str]:
+    """``re.split`` without the captured groups, for any ``Regex``."""
+    pieces: list[str] = []
+    pos = 0
+    for m in finditer(regex, text):
+        start, end = m.span()
+        if end == start:
+            continue
+        pieces.append(text[pos:start])
+        pos = end
+    pieces.append(text[pos:])
+    return pieces
+
+
 @functools.lru_cache(maxsize=512)
 def compile_posix(
     pattern: str,
@@ -432,12 +533,21 @@ def compile_posix(
     icase: bool = False,
     dialect: str = "grep",
     multiline: bool = False,
-) -> re.Pattern[str]:
+) -> Regex:
     """Translate and compile, cached: scripts call the same pattern in loops."""
-    source = translate(pattern, ere=ere, dialect=dialect, multiline=multiline)
+    translator = _Translator(pattern, ere, dialect, multiline)
+    source = translator.run()
+    return compile_source(source, icase=icase, guarded=translator.nested)
+
+
+def compile_source(source: str, *, icase: bool = False, guarded: bool = False) -> Regex:
+    """An ``re`` source (translated, or ``grep -P``'s) compiled, guarded if need be."""
+    flags = re.DOTALL | (re.IGNORECASE if icase else 0)
     try:
-        return re.compile(source, re.DOTALL | (re.IGNORECASE if icase else 0))
-    except re.error as exc:  # pragma: no cover - the translator should not produce these
+        if guarded:
+            return GuardedRegex(source, flags)
+        return re.compile(source, flags)
+    except re.error as exc:
         raise RegexError(str(exc)) from exc
     except RecursionError as exc:  # pragma: no cover
         raise RegexError("Regular expression too big") from exc

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import math
 import random
-import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import cformat
+from ..posix_regex import MatchLike, Regex, finditer
 from .runtime import Array, AwkFatal, Runtime
 from .values import UNINIT, StrNum, Value, is_numeric, to_number, to_str
 
@@ -95,7 +95,7 @@ def _sub_replacement(repl: str, matched: str) -> str:
     return "".join(out)
 
 
-def _gensub_replacement(repl: str, m: re.Match[str]) -> str:
+def _gensub_replacement(repl: str, m: MatchLike, groups: int) -> str:
     out: list[str] = []
     i = 0
     while i < len(repl):
@@ -104,7 +104,7 @@ def _gensub_replacement(repl: str, m: re.Match[str]) -> str:
             nxt = repl[i + 1]
             if nxt.isdigit():
                 n = int(nxt)
-                out.append((m.group(n) or "") if n <= (m.re.groups) else "")
+                out.append((m.group(n) or "") if n <= groups else "")
                 i += 2
                 continue
             if nxt == "&":
@@ -120,7 +120,7 @@ def _gensub_replacement(repl: str, m: re.Match[str]) -> str:
 
 
 def substitute(
-    regex: re.Pattern[str], text: str, count: int, expand: Callable[[re.Match[str]], str]
+    regex: Regex, text: str, count: int, expand: Callable[[MatchLike], str]
 ) -> tuple[str, int]:
     """Replace matches (``count`` 0: all; n: only the n-th) the way gawk walks them:
     an empty match right after a previous match does not count."""
@@ -349,7 +349,7 @@ def _rng(rt: Runtime) -> random.Random:
     return state
 
 
-def _regex_arg(c: Compiler, node: Node) -> Callable[[Frame], re.Pattern[str]]:
+def _regex_arg(c: Compiler, node: Node) -> Callable[[Frame], Regex]:
     return c.regex_of(node)
 
 
@@ -378,7 +378,7 @@ def _split(c: Compiler, name: str, args: list[Node]) -> Expr:
         seps: list[str] = []
         if name == "patsplit":
             pattern = regex(f) if regex is not None else rt.regex(to_str(variables["FPAT"]))
-            pieces = [m.group(0) for m in pattern.finditer(text) if m.group(0)]
+            pieces = [m.group(0) for m in finditer(pattern, text) if m.group(0)]
         elif regex is not None:
             pattern = regex(f)
             pieces, seps = _regex_split(pattern, text)
@@ -405,13 +405,13 @@ def _split(c: Compiler, name: str, args: list[Node]) -> Expr:
     return split
 
 
-def _regex_split(pattern: re.Pattern[str], text: str) -> tuple[list[str], list[str]]:
+def _regex_split(pattern: Regex, text: str) -> tuple[list[str], list[str]]:
     if text == "":
         return [], []
     pieces: list[str] = []
     seps: list[str] = []
     pos = 0
-    for m in pattern.finditer(text):
+    for m in finditer(pattern, text):
         if m.end() == m.start():
             continue
         pieces.append(text[pos : m.start()])
@@ -467,7 +467,9 @@ def _gensub(c: Compiler, args: list[Node]) -> Expr:
         mode_text = to_str(mode, variables["CONVFMT"])
         count = 0 if mode_text[:1] in ("g", "G") else max(int(to_number(mode)), 1)
         text = to_str(target(f), variables["CONVFMT"])
-        return substitute(pattern, text, count, lambda m: _gensub_replacement(replacement, m))[0]
+        return substitute(
+            pattern, text, count, lambda m: _gensub_replacement(replacement, m, pattern.groups)
+        )[0]
 
     return gensub
 
@@ -481,7 +483,8 @@ def _match(c: Compiler, args: list[Node]) -> Expr:
 
     def match(f: Frame) -> Value:
         text = to_str(source(f), variables["CONVFMT"])
-        m = regex(f).search(text)
+        pattern = regex(f)
+        m = pattern.search(text)
         if array is not None:
             arr = array(f)
             arr.clear()
@@ -493,7 +496,7 @@ def _match(c: Compiler, args: list[Node]) -> Expr:
         variables["RLENGTH"] = float(m.end() - m.start())
         if array is not None:
             subsep = to_str(variables["SUBSEP"], variables["CONVFMT"])
-            for i in range(m.re.groups + 1):
+            for i in range(pattern.groups + 1):
                 if m.group(i) is None:
                     continue
                 arr[str(i)] = StrNum(m.group(i))

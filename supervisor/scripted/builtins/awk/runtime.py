@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ..common import MAX_OUTPUT_BYTES, OutputLimitError
-from ..posix_regex import RegexError, compile_posix
+from ..posix_regex import Regex, RegexError, compile_posix, finditer, split
 from .values import UNINIT, StrNum, Value, to_number, to_str
 
 #: Loop iterations (all loops of one run together) and array elements a run may create:
@@ -126,7 +126,7 @@ class Runtime:
             return parts
         if len(fs) == 1 and not (fs.isalpha() and self.ignorecase()):
             return text.split(fs)
-        return self.regex(fs).split(text)
+        return split(self.regex(fs), text)
 
     def get_field(self, index: float) -> Value:
         i = int(index)
@@ -217,7 +217,7 @@ class Runtime:
         value = self.vars.get("IGNORECASE", 0.0)
         return bool(value) and to_number(value) != 0
 
-    def regex(self, source: str) -> re.Pattern[str]:
+    def regex(self, source: str) -> Regex:
         try:
             return compile_posix(source, ere=True, icase=self.ignorecase(), dialect="awk")
         except RegexError as exc:
@@ -243,10 +243,10 @@ def split_records(text: str, rs: str) -> tuple[list[str], list[str]]:
         records = []
         terms = []
         pos = 0
-        for m in re.finditer(r"\n\n+", stripped):
-            records.append(stripped[pos : m.start()])
-            terms.append(m.group(0))
-            pos = m.end()
+        for gap in re.finditer(r"\n\n+", stripped):
+            records.append(stripped[pos : gap.start()])
+            terms.append(gap.group(0))
+            pos = gap.end()
         tail = stripped[pos:]
         if tail:
             body = tail.rstrip("\n")
@@ -266,7 +266,7 @@ def split_records(text: str, rs: str) -> tuple[list[str], list[str]]:
     records = []
     terms = []
     pos = 0
-    for m in pattern.finditer(text):
+    for m in finditer(pattern, text):
         if m.end() == m.start():
             continue
         records.append(text[pos : m.start()])

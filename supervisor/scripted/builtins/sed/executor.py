@@ -7,10 +7,10 @@ handling of a last line without a newline: it stays without one unless more foll
 
 from __future__ import annotations
 
-import re
-
 from ..common import check_size
-from .script import Address, Command, Regex, Replacement, SedError
+from ..posix_regex import MatchLike, Regex
+from .script import Address, Command, Replacement, SedError
+from .script import Regex as SedRegex
 
 #: Commands run per line are bounded by the input, except loops through ``b``/``t``/``D``
 #: that do not consume input; this caps the jumps so a script cannot spin forever.
@@ -92,7 +92,7 @@ class _Machine:
         self.active = [False] * len(commands)
         self.range_end = [0] * len(commands)
         self.substituted = False
-        self.last_regex: re.Pattern[str] | None = None
+        self.last_regex: Regex | None = None
         self.jumps = 0
 
     # -- input
@@ -118,7 +118,7 @@ class _Machine:
         self.append_queue.clear()
 
     # -- regexes and addresses
-    def regex(self, rx: Regex | None) -> re.Pattern[str]:
+    def regex(self, rx: SedRegex | None) -> Regex:
         if rx is None or rx.compiled is None:
             if self.last_regex is None:
                 raise SedError("no previous regular expression")
@@ -385,7 +385,7 @@ class _Machine:
             self.out.err.append(text + "\n")
 
 
-def _expand(replacement: Replacement, m: re.Match[str]) -> str:
+def _expand(replacement: Replacement, m: MatchLike) -> str:
     if not replacement.has_case:
         return "".join(
             str(value) if kind == "lit" else (m.group(int(value)) or "")

@@ -6,10 +6,10 @@ one list with a program counter; ``b``/``t``/``T`` targets are resolved to index
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ..common import FS_DISABLED
+from ..posix_regex import Regex as CompiledRegex
 from ..posix_regex import RegexError, compile_posix, numeric_escape
 
 
@@ -29,7 +29,7 @@ class Regex:
     source: str | None
     icase: bool = False
     multiline: bool = False
-    compiled: re.Pattern[str] | None = None
+    compiled: CompiledRegex | None = None
 
 
 @dataclass(slots=True)
