@@ -15,9 +15,10 @@ from collections.abc import Mapping
 
 import anyio
 
+from .context import ExecContext, duration_debug
 from .contract import ExecResult, ScriptRequest, execution_deadline
 from .errors import AbortExecution, LimitExceeded, ParseLimitError, RequestTimeout, ShellSyntaxError
-from .interpreter import ExecContext, Interpreter, duration_debug
+from .interpreter import BUILTINS, Interpreter
 from .io import CappedSink
 from .jobs import JobTable, finish_jobs
 from .parser import parse
@@ -126,6 +127,7 @@ async def run_script(request: ScriptRequest) -> ExecResult:
         limits,
         exec_deadline + grace(limits.timeout_seconds),
         request_deadline,
+        BUILTINS,
     )
     out = CappedSink(limits.max_stdout_bytes)
     err = CappedSink(limits.max_stderr_bytes)

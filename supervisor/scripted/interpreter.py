@@ -22,7 +22,8 @@ import anyio.lowlevel
 from . import ast as A
 from .arithmetic import ArithError
 from .builtins_vars import run_declaration
-from .contract import CommandResult, CommandTable, ExecutionLimits
+from .context import BUILTIN, ExecContext
+from .contract import CommandResult
 from .control import ControlMixin
 from .errors import (
     BreakLoop,
@@ -30,21 +31,20 @@ from .errors import (
     ExitShell,
     FatalShellError,
     LimitExceeded,
-    RequestTimeout,
     ReturnFromFunction,
     ShellError,
     ShellSyntaxError,
 )
 from .expansion import Expander
-from .io import NULL, InputStream, Sink
+from .io import InputStream, Sink
 from .jobs import finish_jobs, start_job
 from .parser import parse
+from .redirects import apply_redirects
 from .state import ARRAY, EXPORT, Var, _generations
 
 if TYPE_CHECKING:
-    from .jobs import JobTable
+    pass
 
-BUILTIN, TABLE = 1, 2
 _shell_ids = itertools.count(1)
 Builtin = Callable[["Interpreter", list[str]], "int | Awaitable[int]"]
 #: shell builtins by name, filled in by the builtins modules (see ``builtins_registry``)
@@ -70,73 +70,6 @@ SPECIAL_BUILTINS = frozenset(
         "local",
     }
 )
-_DEV_NULL = "/dev/null"
-
-
-def duration_debug(seconds: float) -> str:
-    """Rust's ``Duration`` Debug format: ``500ms``, ``30s``, ``1.5s``."""
-    if seconds < 1:
-        ms = seconds * 1000
-        return f"{ms:g}ms" if ms == int(ms) else f"{ms:.3f}".rstrip("0") + "ms"
-    return f"{seconds:g}s"
-
-
-class ExecContext:
-    """What every (sub)shell and background job of one execution shares."""
-
-    __slots__ = (
-        "command_count",
-        "commands",
-        "deadline",
-        "jobs",
-        "limits",
-        "max_commands",
-        "request_deadline",
-        "resolve",
-        "stop_at",
-        "timeout_seconds",
-        "total_loops",
-    )
-
-    def __init__(
-        self,
-        commands: CommandTable,
-        overrides: frozenset[str],
-        limits: ExecutionLimits,
-        deadline: float | None,
-        request_deadline: float | None,
-    ) -> None:
-        self.commands = commands
-        self.limits = limits
-        self.deadline = deadline
-        self.request_deadline = request_deadline
-        self.timeout_seconds = limits.timeout_seconds
-        candidates = [t for t in (deadline, request_deadline) if t is not None]
-        self.stop_at = min(candidates) if candidates else float("inf")
-        self.command_count = 0
-        self.max_commands = limits.max_commands
-        self.total_loops = 0
-        self.jobs: JobTable | None = None
-        resolve: dict[str, tuple[int, Any]] = {}
-        for name, fn in commands.items():
-            resolve[name] = (TABLE, fn)
-        for name, builtin in BUILTINS.items():
-            if name in overrides and name in commands:
-                continue
-            resolve[name] = (BUILTIN, builtin)
-        self.resolve = resolve
-
-    def check_time(self) -> None:
-        """Raise when a deadline has passed (long computations call this now and then)."""
-        if time.monotonic() >= self.stop_at:
-            self.out_of_time()
-
-    def out_of_time(self) -> None:
-        now = time.monotonic()
-        if self.request_deadline is not None and now >= self.request_deadline:
-            raise RequestTimeout()
-        if self.deadline is not None and now >= self.deadline:
-            raise LimitExceeded(f"execution timeout ({duration_debug(self.timeout_seconds)})")
 
 
 class Interpreter(ControlMixin, Expander):
@@ -328,7 +261,7 @@ class Interpreter(ControlMixin, Expander):
             self.err.write("+ " + " ".join(argv) + "\n")
         if cmd.redirs:
             saved = (self.out, self.err, self.stdin)
-            if not await self.apply_redirects(cmd.redirs):
+            if not await apply_redirects(self, cmd.redirs):
                 self.status = 1
                 await self.failed(1)
                 return 1
@@ -358,7 +291,7 @@ class Interpreter(ControlMixin, Expander):
         status = self.cmdsub_status
         if redirs:
             saved = (self.out, self.err, self.stdin)
-            ok = await self.apply_redirects(redirs)
+            ok = await apply_redirects(self, redirs)
             self.out, self.err, self.stdin = saved
             if not ok:
                 return 1
@@ -552,7 +485,7 @@ class Interpreter(ControlMixin, Expander):
         self.lineno = cmd.line
         if cmd.redirs:
             saved = (self.out, self.err, self.stdin)
-            if not await self.apply_redirects(cmd.redirs):
+            if not await apply_redirects(self, cmd.redirs):
                 self.status = 1
                 return 1
             try:
@@ -568,68 +501,9 @@ class Interpreter(ControlMixin, Expander):
 
     # ------------------------------------------------------------- redirections
 
-    async def apply_redirects(self, redirs: tuple[A.Redir, ...]) -> bool:
-        """Point out/err/stdin as the redirections say; False (reported) on refusal."""
-        for r in redirs:
-            op = r.op
-            if op in ("<<", "<<-"):
-                self.stdin = InputStream(await self.expand_string(r.target))
-                continue
-            if op == "<<<":
-                self.stdin = InputStream(await self.expand_string(r.target) + "\n")
-                continue
-            target = await self.expand_string(r.target)
-            fd = r.fd
-            if op in (">&", "<&"):
-                if target == "-":
-                    self._set_fd(fd if fd is not None else (1 if op == ">&" else 0), None)
-                    continue
-                if target.isdigit():
-                    src = int(target)
-                    dest = fd if fd is not None else (1 if op == ">&" else 0)
-                    if src not in (0, 1, 2) or dest not in (0, 1, 2):
-                        self.error(
-                            f"{target if src not in (0, 1, 2) else dest}: Bad file descriptor"
-                        )
-                        return False
-                    if dest == 1:
-                        self.out = self.out if src == 1 else self.err
-                    elif dest == 2:
-                        self.err = self.out if src == 1 else self.err
-                    continue
-                if op == ">&" and fd is None:
-                    op = "&>"
-                else:
-                    self.error(f"{target}: ambiguous redirect")
-                    return False
-            if target != _DEV_NULL:
-                self.error(f"{target}: filesystem redirection disabled")
-                return False
-            if fd is not None and fd not in (0, 1, 2):
-                continue  # e.g. 3>/dev/null: harmless
-            if op in ("&>", "&>>"):
-                self.out = NULL
-                self.err = NULL
-            elif op in ("<", "<>"):
-                if fd in (None, 0):
-                    self.stdin = InputStream("")
-                else:
-                    self._set_fd(fd, None)
-            else:
-                self._set_fd(1 if fd is None else fd, None)
-        return True
-
-    def _set_fd(self, fd: int, _target: None) -> None:
-        if fd == 1:
-            self.out = NULL
-        elif fd == 2:
-            self.err = NULL
-        elif fd == 0:
-            self.stdin = InputStream("")
-
     async def x_redirected(self, node: A.Redirected) -> int:
         saved = (self.out, self.err, self.stdin)
-        if not await self.apply_redirects(node.redirs):
+        if not await apply_redirects(self, node.redirs):
             self.status = 1
             return 1
         try:

@@ -1,0 +1,83 @@
+"""What every (sub)shell and background job of one execution shares: the command table,
+the limits and their counters, the deadlines."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .contract import CommandTable, ExecutionLimits
+from .errors import LimitExceeded, RequestTimeout
+
+if TYPE_CHECKING:
+    from .jobs import JobTable
+
+BUILTIN, TABLE = 1, 2
+
+
+def duration_debug(seconds: float) -> str:
+    """Rust's ``Duration`` Debug format: ``500ms``, ``30s``, ``1.5s``."""
+    if seconds < 1:
+        ms = seconds * 1000
+        return f"{ms:g}ms" if ms == int(ms) else f"{ms:.3f}".rstrip("0") + "ms"
+    return f"{seconds:g}s"
+
+
+class ExecContext:
+    """What every (sub)shell and background job of one execution shares."""
+
+    __slots__ = (
+        "command_count",
+        "commands",
+        "deadline",
+        "jobs",
+        "limits",
+        "max_commands",
+        "request_deadline",
+        "resolve",
+        "stop_at",
+        "timeout_seconds",
+        "total_loops",
+    )
+
+    def __init__(
+        self,
+        commands: CommandTable,
+        overrides: frozenset[str],
+        limits: ExecutionLimits,
+        deadline: float | None,
+        request_deadline: float | None,
+        builtins: Mapping[str, Any],
+    ) -> None:
+        self.commands = commands
+        self.limits = limits
+        self.deadline = deadline
+        self.request_deadline = request_deadline
+        self.timeout_seconds = limits.timeout_seconds
+        candidates = [t for t in (deadline, request_deadline) if t is not None]
+        self.stop_at = min(candidates) if candidates else float("inf")
+        self.command_count = 0
+        self.max_commands = limits.max_commands
+        self.total_loops = 0
+        self.jobs: JobTable | None = None
+        resolve: dict[str, tuple[int, Any]] = {}
+        for name, fn in commands.items():
+            resolve[name] = (TABLE, fn)
+        for name, builtin in builtins.items():
+            if name in overrides and name in commands:
+                continue
+            resolve[name] = (BUILTIN, builtin)
+        self.resolve = resolve
+
+    def check_time(self) -> None:
+        """Raise when a deadline has passed (long computations call this now and then)."""
+        if time.monotonic() >= self.stop_at:
+            self.out_of_time()
+
+    def out_of_time(self) -> None:
+        now = time.monotonic()
+        if self.request_deadline is not None and now >= self.request_deadline:
+            raise RequestTimeout()
+        if self.deadline is not None and now >= self.deadline:
+            raise LimitExceeded(f"execution timeout ({duration_debug(self.timeout_seconds)})")
