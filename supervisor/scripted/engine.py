@@ -10,13 +10,14 @@ script does makes this function raise.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping
 
 import anyio
 
 from .context import ExecContext, duration_debug
-from .contract import ExecResult, ScriptRequest, execution_deadline
+from .contract import ExecResult, ExecutionLimits, ScriptRequest, execution_deadline
 from .errors import AbortExecution, LimitExceeded, ParseLimitError, RequestTimeout, ShellSyntaxError
 from .interpreter import BUILTINS, Interpreter
 from .io import CappedSink
@@ -49,6 +50,28 @@ _SHELL_VARS = {
     "IFS": " \t\n",
 }
 _VERSINFO = ("5", "2", "15", "1", "release", "virtual")
+
+
+#: Python frames one nesting level can take (a function call through compound commands,
+#: a command substitution...), measured with margin; and the most we ever ask for
+_FRAMES_PER_LEVEL = 24
+_MAX_RECURSION_LIMIT = 30_000
+
+
+def ensure_recursion_headroom(limits: ExecutionLimits) -> None:
+    """Raise the interpreter's recursion limit (never lower it) so that scripts within
+    the nesting limits cannot hit it: each level of function, substitution or subshell
+    nesting is a chain of coroutines. Past ``_MAX_RECURSION_LIMIT`` (the C stack's
+    comfort zone) a RecursionError aborts the execution with a limit error instead."""
+    levels = (
+        limits.max_function_depth
+        + limits.max_subst_depth
+        + limits.max_subshell_depth
+        + limits.max_ast_depth
+    )
+    wanted = min(_MAX_RECURSION_LIMIT, 1000 + _FRAMES_PER_LEVEL * levels)
+    if sys.getrecursionlimit() < wanted:
+        sys.setrecursionlimit(wanted)
 
 
 def grace(timeout: float) -> float:
@@ -115,6 +138,7 @@ async def run_script(request: ScriptRequest) -> ExecResult:
     except RecursionError:
         return _abort(f"parse error: AST nesting too deep (max {limits.max_ast_depth})")
 
+    ensure_recursion_headroom(limits)
     exec_deadline = start + limits.timeout_seconds
     request_deadline = (
         start + request.request_timeout_seconds

@@ -284,3 +284,12 @@ async def test_slow_pattern_work_is_stopped_by_the_timeout() -> None:
     result = await run(script, timeout_seconds=0.5)
     assert time.monotonic() - start < 3.0
     assert result.error is None or "execution timeout" in result.error
+
+
+async def test_recursion_to_the_function_depth_limit_through_compound_commands() -> None:
+    script = (
+        "f() { if true; then for i in 1; do case a in a) if (( $1 > 0 )); then "
+        "{ x=$(echo y); f $(( $1 - 1 )); }; else echo bottom; fi;; esac; done; fi; }; f 99"
+    )
+    result = await run(script)
+    assert (result.stdout, result.error) == ("bottom\n", None)
