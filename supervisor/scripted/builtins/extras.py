@@ -256,6 +256,8 @@ def fold(args: list[str], stdin: str | None) -> CommandResult:
     by_bytes = any(k == "b" for k, _ in opts)
     spaces = any(k == "s" for k, _ in opts)
     data = to_bytes(stdin or "")
+    if not data:
+        return CommandResult("", "", 0)
     out = bytearray()
     for raw in data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n"):
         out += _fold_line(raw, width, by_bytes, spaces)

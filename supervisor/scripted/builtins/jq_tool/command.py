@@ -189,7 +189,12 @@ def jq(args: list[str], stdin: str | None) -> CommandResult:
             arg_names=tuple(sorted(opts.named)),
             renumber=renumber,
         )
-        compiled = compile_wrapped(_encodable(wrap(program, shape, found)), program)
+        compiled = compile_wrapped(
+            _encodable(wrap(program, shape, found)),
+            _encodable(program),
+            frozenset(found),
+            shape.arg_names,
+        )
     except ProgramError as err:
         return CommandResult("", err.message + "\n", err.status)
     try:

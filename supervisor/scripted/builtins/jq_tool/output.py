@@ -15,6 +15,8 @@ import re
 from decimal import Decimal
 
 _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
+_encode = json.encoder.encode_basestring  # the C versions when available
+_encode_ascii = json.encoder.encode_basestring_ascii
 _BIG_INT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d{17,})')
 
 
@@ -46,11 +48,26 @@ def _fix_big(match: re.Match[str]) -> str:
     return format_number(float(int(number))) if number is not None else match.group(0)
 
 
+_SCALARS = {None: "null", True: "true", False: "false"}
+
+
 def dump(value: object, indent: int | str | None, sort_keys: bool, ascii_only: bool) -> str:
     """One value as JSON text, formatted as jq 1.6 (``indent`` None means compact)."""
-    if isinstance(value, str) and not ascii_only:
-        text = json.dumps(value, ensure_ascii=False)
-    elif indent is None:
+    kind = type(value)
+    if kind is int:
+        number: int = value  # type: ignore[assignment]
+        return str(number) if -(10**16) < number < 10**16 else format_number(float(number))
+    if kind is float:
+        return repr(value)  # non-integral: Python's shortest form is jq 1.6's
+    if kind is str:
+        encode = _encode_ascii if ascii_only else _encode
+        text = encode(value)
+        return text.replace("\x7f", "\\u007f") if "\x7f" in text else text
+    if value is None or kind is bool:
+        return _SCALARS[value]  # type: ignore[index]
+    if not value:
+        return "[]" if kind is list else "{}"
+    if indent is None:
         text = json.dumps(
             value, ensure_ascii=ascii_only, separators=(",", ":"), sort_keys=sort_keys
         )

@@ -105,8 +105,7 @@ def check(program: str) -> set[str]:
 def wrap(program: str, shape: Shape, found: set[str]) -> str:
     """The driver around the user's filter (see the module docstring). Everything before
     the filter stays on its first line, so line numbers in messages are the user's."""
-    defs = "".join(text for name, text in _COMPAT.items() if name in found)
-    head = [".[0] as $__sv | ", defs]
+    head = [".[0] as $__sv | ", definitions(found)]
     for name in shape.arg_names:
         if _IDENT.fullmatch(name) and name not in ("__sv", "__sv_in"):
             head.append(f'$__sv.named["{name}"] as ${name} | ')
@@ -131,13 +130,26 @@ def wrap(program: str, shape: Shape, found: set[str]) -> str:
     return "".join(head) + body
 
 
+def definitions(found: set[str]) -> str:
+    """The compatibility definitions the filter needs (on one line, no newline)."""
+    return "".join(text for name, text in _COMPAT.items() if name in found)
+
+
 @functools.lru_cache(maxsize=128)
-def compile_wrapped(text: str, user_program: str) -> Any:
+def compile_wrapped(text: str, program: str, found: frozenset[str], names: tuple[str, ...]) -> Any:
     """The compiled program (a bounded LRU: scripts call the same filters in loops)."""
     try:
         return jq.compile(text)
     except ValueError as exc:
-        raise ProgramError(compile_error(str(exc), user_program)) from None
+        message = str(exc)
+    # Report the error as the filter alone has it (not inside the driver's parentheses).
+    bound = {name: None for name in names if _IDENT.fullmatch(name)}
+    bound.update({"ARGS": None, "__sv": None, "__sv_in": None})
+    try:
+        jq.compile(definitions(set(found)) + program, args=bound)
+    except ValueError as exc:
+        message = str(exc)
+    raise ProgramError(compile_error(message, program))
 
 
 _LOCATION = re.compile(r"^(jq: error: .*) at <top-level>, line (\d+)(?:, column \d+)?:$")
