@@ -528,6 +528,9 @@ def _asort(c: Compiler, name: str, args: list[Node]) -> Expr:
     return asort
 
 
+_UNTYPED = object()
+
+
 def _typeof(c: Compiler, name: str, args: list[Node]) -> Expr:
     rt = c.rt
     node = args[0] if args else ("str", "")
@@ -538,7 +541,7 @@ def _typeof(c: Compiler, name: str, args: list[Node]) -> Expr:
         def value_of(f: Frame) -> Any:
             if index is not None:
                 return f[index] if f is not None else UNINIT
-            return rt.vars.get(var, UNINIT)
+            return rt.vars.get(var, _UNTYPED)
 
     else:
         e = c.expr(node)
@@ -550,8 +553,12 @@ def _typeof(c: Compiler, name: str, args: list[Node]) -> Expr:
         value = value_of(f)
         if name == "isarray":
             return 1.0 if type(value) is Array else 0.0
+        if value is _UNTYPED:
+            return "untyped"
         if type(value) is Array:
             return "array"
+        if value is _UNTYPED:
+            return "untyped"
         if value is UNINIT:
             return "unassigned"
         if type(value) is float:

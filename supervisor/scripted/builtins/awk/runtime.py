@@ -17,7 +17,7 @@ from .values import UNINIT, StrNum, Value, to_number, to_str
 #: Loop iterations (all loops of one run together) and array elements a run may create:
 #: a script cannot spin or fill memory forever.
 MAX_LOOP_ITERATIONS = 3_000_000
-MAX_ARRAY_ELEMENTS = 2_000_000
+MAX_ARRAY_ELEMENTS = 1_000_000
 MAX_CALL_DEPTH = 64
 
 

@@ -61,7 +61,7 @@ def dump(value: object, indent: int | str | None, sort_keys: bool, ascii_only: b
         return repr(value)  # non-integral: Python's shortest form is jq 1.6's
     if kind is str:
         encode = _encode_ascii if ascii_only else _encode
-        text = encode(value)
+        text = encode(str(value))
         return text.replace("\x7f", "\\u007f") if "\x7f" in text else text
     if value is None or kind is bool:
         return _SCALARS[value]  # type: ignore[index]
