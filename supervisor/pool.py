@@ -152,7 +152,7 @@ class Pool:
     def release(self, session: Session) -> None:
         """Give a slot back; retire or replace the session as needed."""
         self._load[session] = self._load.get(session, 1) - 1
-        if session.dead or session in self._retiring:
+        if not session.usable or session in self._retiring:  # dead, failing or closing
             self._maybe_close_retired(session)
             return
         if self._should_retire(session):
