@@ -14,7 +14,7 @@ import copy
 import inspect
 import itertools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio.lowlevel
@@ -344,7 +344,7 @@ class Interpreter(ControlMixin, Expander):
             return self._invoke_slow(argv, assigns)
         entry = self.ctx.resolve.get(name)
         if entry is None:
-            self.error(f"{name}: command not found")
+            self.error(f"{name}: command not found{did_you_mean(name, self.ctx.resolve)}")
             return 127
         kind, impl = entry
         if kind == BUILTIN:
@@ -408,7 +408,7 @@ class Interpreter(ControlMixin, Expander):
             for a in assigns:  # expansions still happen (side effects, errors)
                 if a.value is not None:
                     await self.expand_string(a.value)
-            self.error(f"{name}: command not found")
+            self.error(f"{name}: command not found{did_you_mean(name, self.ctx.resolve)}")
             return 127
         kind, impl = entry
         if kind == BUILTIN:
@@ -732,6 +732,42 @@ class Interpreter(ControlMixin, Expander):
             self.error(f"eval: {exc.message}")
             return 2
         return await self.run_seq(program.body)
+
+
+def _distance(a: str, b: str, cap: int) -> int:
+    """Levenshtein distance, giving up (cap + 1) once it exceeds ``cap``."""
+    if abs(len(a) - len(b)) > cap:
+        return cap + 1
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        if min(cur) > cap:
+            return cap + 1
+        prev = cur
+    return prev[-1]
+
+
+#: removed on purpose (no alternative to offer), and builtins the peer never suggests
+_NO_HINT = frozenset({"source", ".", "exec", "bash", "sh"})
+_NOT_SUGGESTED = frozenset({"declare", "typeset", "let", "getopts", "builtin", "command", "time"})
+
+
+def did_you_mean(name: str, known: Mapping[str, object]) -> str:
+    """The peer's hint after ``command not found``: up to three commands within one
+    edit (names of up to three characters) or two, closest first."""
+    if "/" in name or not name or name in _NO_HINT:
+        return ""
+    cap = max(1, min(2, len(name) // 2))
+    found = sorted(
+        (d, other)
+        for other in known
+        if other not in _NOT_SUGGESTED and (d := _distance(name, other, cap)) <= cap
+    )
+    if not found:
+        return ""
+    return ". Did you mean: " + ", ".join(other for _, other in found[:3]) + "?"
 
 
 def _arith_text(a: A.Assign) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from language_support import Recorder, run
 
+from supervisor.scripted.contract import Command
+
 
 @pytest.mark.parametrize(
     "name",
@@ -44,9 +46,34 @@ async def test_path_execution_is_not_found() -> None:
 
 
 async def test_command_not_found_reports_the_line() -> None:
-    result = await run("echo a\n\nnope")
+    result = await run("echo a\n\nxyzzy")
     assert (result.stdout, result.exit_code) == ("a\n", 127)
-    assert result.stderr == "bash: line 3: nope: command not found\n"
+    assert result.stderr == "bash: line 3: xyzzy: command not found\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [  # as observed with bashkit 0.20.1 (the peer also offers its own extra builtins)
+        ("cat", " Did you mean: cut?"),
+        ("date", " Did you mean: paste?"),
+        ("ll", " Did you mean: nl?"),
+        ("sedd", " Did you mean: sed, head, read?"),
+        ("get_usr", " Did you mean: get_user?"),
+        ("tru", " Did you mean: tr, true?"),
+        ("shft", " Did you mean: shift, set, shopt?"),
+        ("ls", ""),
+        ("exec", ""),
+        ("bash", ""),
+        ("declre", ""),
+    ],
+)
+async def test_did_you_mean_hints_like_the_peer(name: str, hint: str) -> None:
+    from supervisor.scripted.builtins import TEXT_COMMANDS
+
+    table: dict[str, Command] = {**TEXT_COMMANDS, "get_user": Recorder()}
+    result = await run(name, table)
+    suffix = "." + hint if hint else ""
+    assert result.stderr == f"bash: line 1: {name}: command not found{suffix}\n"
 
 
 @pytest.mark.parametrize(
