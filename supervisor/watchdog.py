@@ -26,7 +26,7 @@ Verdict = Literal["accept", "late", "cancelled", "timed_out"]
 CancelReason = Literal["deadline", "host_cancel", "session_deadline"]
 
 #: Default seconds a cancelled adapter has to acknowledge before its sandbox is killed.
-DEFAULT_CANCEL_GRACE = 0.02
+DEFAULT_CANCEL_GRACE = 0.015
 
 
 class CallEnd(msgspec.Struct, frozen=True, kw_only=True):
