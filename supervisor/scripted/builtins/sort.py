@@ -203,6 +203,8 @@ _FOLD = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def _numeric(text: str) -> float | Decimal:
+    if text.isascii() and text.isdigit() and len(text) <= 15:
+        return float(text)  # the common key, without the regex
     m = _NUMERIC.match(text)
     num = m.group(1) if m else ""
     if not num.strip("-.") or not any(c.isdigit() for c in num):

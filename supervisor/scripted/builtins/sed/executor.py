@@ -7,6 +7,8 @@ handling of a last line without a newline: it stays without one unless more foll
 
 from __future__ import annotations
 
+import re
+
 from ..common import check_size
 from ..posix_regex import MatchLike, Regex
 from .script import Address, Command, Replacement, SedError
@@ -198,6 +200,30 @@ class _Machine:
         assert cmd.replacement is not None
         rx = self.regex(cmd.regex)
         text = self.pattern
+        replacement = cmd.replacement
+        if cmd.occurrence == 1 and isinstance(rx, re.Pattern):
+            # The common cases, at C speed: the first match, or all of them when the
+            # pattern cannot match empty (so re.sub's empty-match rule cannot differ).
+            if not cmd.global_:
+                first = rx.search(text)
+                if first is None:
+                    return False
+                self.pattern = (
+                    text[: first.start()] + _expand(replacement, first) + text[first.end() :]
+                )
+                check_size(len(self.pattern))
+                return True
+            if rx.search("") is None:
+                template = replacement.template
+                if template is not None:
+                    result, count = rx.subn(template, text)
+                else:
+                    result, count = rx.subn(lambda m: _expand(replacement, m), text)
+                if not count:
+                    return False
+                check_size(len(result))
+                self.pattern = result
+                return True
         out: list[str] = []
         pos = 0
         count = 0

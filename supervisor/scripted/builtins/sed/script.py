@@ -46,6 +46,9 @@ class Replacement:
 
     parts: list[tuple[str, str | int]]  # ("lit", text) ("grp", n) ("case", "L|U|l|u|E")
     has_case: bool
+    #: The same as an ``re.sub`` template (None with case conversions), so that
+    #: ``re`` expands it in C.
+    template: str | None = None
 
 
 @dataclass(slots=True)
@@ -458,7 +461,13 @@ def parse_replacement(raw: str) -> Replacement:
         literal.append(c)
         i += 1
     flush()
-    return Replacement(parts, has_case)
+    template = None
+    if not has_case:
+        template = "".join(
+            str(value).replace("\\", "\\\\") if kind == "lit" else f"\\g<{value}>"
+            for kind, value in parts
+        )
+    return Replacement(parts, has_case, template)
 
 
 def parse_script(script: str, ere: bool) -> list[Command]:
