@@ -8,7 +8,7 @@ into the tool's own message and exit status, and output that would grow past
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from supervisor.scripted.contract import CommandResult, ExecutionLimits
@@ -32,10 +32,6 @@ class UsageError(Exception):
 
 class OutputLimitError(Exception):
     """A tool's output (or a string it builds) grew past ``MAX_OUTPUT_BYTES``."""
-
-
-def ok(stdout: str = "", stderr: str = "", status: int = 0) -> CommandResult:
-    return CommandResult(stdout, stderr, status)
 
 
 def usage_result(tool: str, err: UsageError, status: int = 1) -> CommandResult:
@@ -70,16 +66,6 @@ def split_lines(text: str | None, sep: str = "\n") -> tuple[list[str], bool]:
         lines.pop()
         return lines, True
     return lines, False
-
-
-def join_lines(lines: Iterable[str], sep: str = "\n") -> str:
-    """Lines each followed by ``sep`` (the usual output of a line filter)."""
-    out = sep.join(lines)
-    return out + sep if out or _nonempty(lines) else ""
-
-
-def _nonempty(lines: Iterable[str]) -> bool:
-    return bool(lines) if isinstance(lines, Sequence) else False
 
 
 def to_bytes(text: str) -> bytes:
@@ -181,14 +167,6 @@ class OptionSpec:
         if matches:
             raise UsageError(f"option '{arg}' is ambiguous")
         raise UsageError(f"unrecognized option '{arg}'")
-
-
-def parse_count(text: str, what: str, tool: str) -> int:
-    """A non-negative decimal count (``-n 5``); GNU's message on anything else."""
-    stripped = text.strip()
-    if not stripped.isdigit():
-        raise UsageError(f"invalid {what}: '{text}'", status=1, hint=False)
-    return int(stripped)
 
 
 def file_operand_error(tool: str, path: str) -> str:
