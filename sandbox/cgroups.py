@@ -277,16 +277,21 @@ def host_start_time(pid: int) -> int | None:
     return int(stat.rpartition(")")[2].split()[19])
 
 
-def sandbox_cgroup_name(uid: int) -> str:
-    """``sv-<host pid>-<host start time>-<sandbox uid>-<random>``: whose sandbox it is,
-    so a later host can collect what a dead one left behind."""
+def host_prefix(generation: int) -> str:
+    """``sv-<host pid>-<host start time>-<lifeline generation>-``: this host's cgroups."""
     pid = os.getpid()
-    return f"sv-{pid}-{host_start_time(pid)}-{uid}-{os.urandom(4).hex()}"
+    return f"sv-{pid}-{host_start_time(pid)}-{generation}-"
+
+
+def sandbox_cgroup_name(uid: int, generation: int = 0) -> str:
+    """``<host prefix><sandbox uid>-<random>``: whose sandbox it is, so the host's lifeline
+    (or a later host) can collect what a dead host left behind."""
+    return f"{host_prefix(generation)}{uid}-{os.urandom(4).hex()}"
 
 
 def _owner_alive(name: str) -> bool:
     parts = name.split("-")
-    if len(parts) != 5 or parts[0] != "sv" or not parts[1].isdigit():
+    if len(parts) != 6 or parts[0] != "sv" or not parts[1].isdigit():
         return True  # not ours to judge
     return str(host_start_time(int(parts[1]))) == parts[2]
 
@@ -300,6 +305,7 @@ class SandboxCgroup:
     versions: dict[str, int]
     removed: bool = False
     _procs_fds: list[int] = field(default_factory=list)
+    on_removed: Callable[[], None] | None = None
 
     @classmethod
     def create(
@@ -458,6 +464,9 @@ class SandboxCgroup:
             time.sleep(delay)
             delay = min(delay * 2, 0.01)
         self.removed = True
+        if self.on_removed is not None:
+            callback, self.on_removed = self.on_removed, None
+            callback()
 
 
 def kill_all(list_pids: Callable[[], set[int]]) -> None:

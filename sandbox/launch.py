@@ -26,7 +26,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any
 
-from . import binds
+from . import binds, lifeline
 from .bwrap import (
     BwrapInvocation,
     Dev,
@@ -43,7 +43,6 @@ from .cgroups import CgroupLayout, SandboxCgroup, detect_layout, sandbox_cgroup_
 from .childsetup import STAGE, ChildSetup
 from .errors import LaunchError, PolicyError, SandboxUnavailable
 from .layout import synthetic_etc, system_mounts
-from .lifeline import ensure_lifeline
 from .policy import Bind, SandboxPolicy, check_path
 from .probe import require
 from .seccomp import build_filter
@@ -121,25 +120,20 @@ def allocate_uid(policy: SandboxPolicy) -> int:
     return UID_BASE + int.from_bytes(os.urandom(4), "little") % UID_SPAN
 
 
-_plugs: list[int] = []
+def _plug_low_fds(upto: int) -> list[int]:
+    """Make sure fds 3..upto are open (a /dev/null plug where one is free); the plugs.
 
-
-def _plug_low_fds(upto: int) -> None:
-    """Make sure fds 3..upto are open in the parent (a /dev/null plug where one is free).
-
-    subprocess keeps ``pass_fds`` by number and needs them open in the parent, and its own
-    error pipe takes the lowest free numbers: with 3..upto occupied it can never land on
-    a number the child remaps. The plugs stay open for the life of the process.
-    """
+    Opened before anything else of the plan, so no fd the child still needs sits on a
+    number it remaps; and subprocess, which keeps ``pass_fds`` by number and needs them
+    open in the parent, then puts its own error pipe above them. The plan closes the plugs
+    once the child exists."""
+    plugs: list[int] = []
     for fd in range(3, upto + 1):
         try:
             fcntl.fcntl(fd, fcntl.F_GETFD)
         except OSError:
-            plug = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-            _plugs.append(plug)
-            if plug != fd:  # something else took the hole meanwhile; keep both, retry
-                _plug_low_fds(upto)
-                return
+            plugs.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+    return plugs
 
 
 def _memfd(name: str, content: str) -> int:
@@ -235,19 +229,24 @@ def prepare_launch(
             raise PolicyError(f"parent fd {source} (for child fd {target}) is not open") from None
     etc_files = synthetic_etc(policy.hostname)
     first_own = max(fd_targets, default=2) + 1  # bwrap's fds follow the caller's
-    _plug_low_fds(first_own + 1 + len(etc_files))  # before anything below is opened
     layout = layout if layout is not None else detect_layout()
     executable = bwrap_path()
     uid = allocate_uid(policy)
 
-    opened: list[int] = []
+    opened = _plug_low_fds(first_own + 1 + len(etc_files))  # before anything else is opened
     cgroup: SandboxCgroup | None = None
+    leased = False
     try:
         if layout.hierarchies:
-            ensure_lifeline(layout)
+            generation = lifeline.acquire(layout)
+            leased = True
             cgroup = SandboxCgroup.create(
-                layout, sandbox_cgroup_name(uid), memory_bytes=policy.memory_bytes, pids=policy.pids
+                layout,
+                sandbox_cgroup_name(uid, generation),
+                memory_bytes=policy.memory_bytes,
+                pids=policy.pids,
             )
+            cgroup.on_removed, leased = lifeline.release, False
         elif policy.memory_bytes is not None or policy.pids is not None:
             raise SandboxUnavailable(
                 "cgroups for the memory and pids limits",
@@ -255,9 +254,11 @@ def prepare_launch(
                 "; ".join(layout.problems) or "no usable cgroup hierarchy",
             )
         sources = []
+        checked: list[int] = []
         for bind in policy.binds + command.binds:
             path_fd, st = binds.check(bind, uid)
             opened.append(path_fd)
+            checked.append(path_fd)
             sources.append((bind, st))
         # bwrap's own fds, remapped in the child to the numbers after the caller's
         own: list[tuple[int, str]] = []
@@ -281,7 +282,7 @@ def prepare_launch(
         for index, (bind, st) in enumerate(sources):
             seen_as = bind.source  # the path bwrap binds from
             if not binds.reachable(bind.source, uid):
-                tree = binds.pin(opened[index], bind.source)
+                tree = binds.pin(checked[index], bind.source)
                 opened.append(tree)
                 seen_as = f"{STAGE}/b{index}"
                 trees.append((seen_as, tree, stat.S_ISDIR(st.st_mode)))
@@ -304,9 +305,9 @@ def prepare_launch(
             ),
             bwrap=executable,
         )
-        for fd in opened[: len(sources)]:
-            os.close(fd)  # the checks' O_PATH fds (pins hold what they need)
-        del opened[: len(sources)]
+        for fd in checked:  # the checks' O_PATH fds (pins hold what they need)
+            opened.remove(fd)
+            os.close(fd)
         opened.remove(seccomp_write)
         _hand_over_program(seccomp_write)
         fd_map = (*sorted(fd_targets.items()), *((numbers[fd], fd) for fd, _ in own))
@@ -329,13 +330,15 @@ def prepare_launch(
             policy=policy,
             status_read_fd=status_read,
             status=BwrapStatus(),
-            _child_fds=[fd for fd in opened if fd != status_read],
+            _child_fds=[fd for fd in opened if fd != status_read],  # plugs included
         )
     except BaseException:
         _close_all(opened)
         if cgroup is not None:
             with contextlib.suppress(Exception):
                 cgroup.remove()
+        if leased:
+            lifeline.release()
         raise
 
 

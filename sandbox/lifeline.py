@@ -10,10 +10,12 @@ now and then, under load. Two backstops close that window:
   thread ends, what is still running is killed through its cgroup (a ``threading.local``
   value whose finaliser runs at thread exit). So "a sandbox dies with the thread that
   spawned it" holds exactly, including for a `Spawner` being closed.
-- the lifeline: one small ``sh`` per host process, in a session of its own, blocked on a
-  pipe whose write end only the host holds. The host's death, however it dies, closes the
-  pipe; the lifeline then kills and removes every cgroup named after this host (the
-  sandboxes' cgroups say whose they are), so no process and no cgroup is left behind.
+- the lifeline: one small ``sh`` per host process while it has sandboxes, in a session of
+  its own, blocked on a pipe whose write end only the host holds. The host's death,
+  however it dies, closes the pipe; the lifeline then kills and removes every cgroup named
+  after this host (the sandboxes' cgroups say whose they are), so no process and no cgroup
+  is left behind. When the host's last sandbox is cleaned up the host closes the pipe
+  itself: nothing of sandvisor stays open in a host that has no sandbox.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .cgroups import CgroupLayout, host_start_time
+from .cgroups import CgroupLayout, host_prefix
 
 if TYPE_CHECKING:
     from .handle import Sandbox
@@ -52,50 +54,87 @@ done
 """
 
 _lock = threading.Lock()
-_lifeline: tuple[int, int, int] | None = None  # (host pid, lifeline pid, write end)
 
 
-def host_prefix() -> str:
-    pid = os.getpid()
-    return f"sv-{pid}-{host_start_time(pid)}-"
+class _Lifeline:
+    """This process's current lifeline, how many sandbox cgroups rely on it, and the ones
+    retired (closed when their last cgroup went; reaped once they exit)."""
+
+    def __init__(self) -> None:
+        self.owner = os.getpid()
+        self.generation = 0
+        self.users = 0
+        self.pid: int | None = None
+        self.write_end: int | None = None
+        self.retired: list[int] = []
 
 
-def ensure_lifeline(layout: CgroupLayout) -> None:
-    """Start this process's lifeline once (again after a fork: it watches one pid)."""
-    global _lifeline
-    if not layout.hierarchies:
-        return
+_current = _Lifeline()
+
+
+def acquire(layout: CgroupLayout) -> int:
+    """Count one more sandbox cgroup of this host, starting a lifeline if none runs.
+
+    Returns the generation to name the cgroup with: a lifeline only ever touches the
+    cgroups of its own generation, so one that is retiring cannot hit a new sandbox."""
+    global _current
     with _lock:
-        if _lifeline is not None and _lifeline[0] == os.getpid():
+        if _current.owner != os.getpid():
+            _current = _Lifeline()  # a forked child: the parent's lifeline is not ours
+        _reap(_current)
+        if _current.users == 0:
+            _current.generation += 1
+            _current.pid, _current.write_end = _start(layout, host_prefix(_current.generation))
+        _current.users += 1
+        return _current.generation
+
+
+def release() -> None:
+    """One sandbox cgroup of this host is gone; the last one retires the lifeline."""
+    with _lock:
+        if _current.owner != os.getpid() or _current.users == 0:
             return
-        read_end, write_end = os.pipe()  # both close-on-exec: no one else holds the write end
-        devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        _current.users -= 1
+        if _current.users == 0 and _current.write_end is not None:
+            os.close(_current.write_end)  # EOF: it finds nothing of its generation, exits
+            if _current.pid is not None:
+                _current.retired.append(_current.pid)
+            _current.pid = _current.write_end = None
+        _reap(_current)
+
+
+def _reap(state: _Lifeline) -> None:
+    for pid in list(state.retired):
         try:
-            pid = os.posix_spawn(
-                "/bin/sh",
-                [
-                    "/bin/sh",
-                    "-c",
-                    LIFELINE_SCRIPT,
-                    "sandvisor-lifeline",
-                    host_prefix(),
-                    *parents(layout),
-                ],
-                {"PATH": "/usr/bin:/bin"},
-                file_actions=[
-                    (os.POSIX_SPAWN_DUP2, read_end, 0),
-                    (os.POSIX_SPAWN_DUP2, devnull, 1),
-                    (os.POSIX_SPAWN_DUP2, devnull, 2),
-                ],
-                setsid=True,  # a Ctrl-C meant for the host must not reach it
-            )
-        except BaseException:
-            os.close(write_end)
-            raise
-        finally:
-            os.close(read_end)
-            os.close(devnull)
-        _lifeline = (os.getpid(), pid, write_end)
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            state.retired.remove(pid)
+
+
+def _start(layout: CgroupLayout, prefix: str) -> tuple[int, int]:
+    read_end, write_end = os.pipe()  # both close-on-exec: no one else holds the write end
+    devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        pid = os.posix_spawn(
+            "/bin/sh",
+            ["/bin/sh", "-c", LIFELINE_SCRIPT, "sandvisor-lifeline", prefix, *parents(layout)],
+            {"PATH": "/usr/bin:/bin"},
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, read_end, 0),
+                (os.POSIX_SPAWN_DUP2, devnull, 1),
+                (os.POSIX_SPAWN_DUP2, devnull, 2),
+            ],
+            setsid=True,  # a Ctrl-C meant for the host must not reach it
+        )
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+        os.close(devnull)
+    return pid, write_end
 
 
 def parents(layout: CgroupLayout) -> Sequence[str]:

@@ -103,8 +103,8 @@ def test_cgroup_namespace_root_is_honoured() -> None:
 
 
 def test_names_say_whose_sandbox_it_is() -> None:
-    name = sandbox_cgroup_name(1234)
-    assert name.startswith("sv-") and name.split("-")[3] == "1234"
+    name = sandbox_cgroup_name(1234, generation=7)
+    assert name.startswith("sv-") and name.split("-")[3:5] == ["7", "1234"]
     assert _owner_alive(name)  # we are alive
-    assert not _owner_alive("sv-999999999-1-1234-abcd")  # no such host
+    assert not _owner_alive("sv-999999999-1-1-1234-abcd")  # no such host
     assert _owner_alive("something-else")  # not ours to collect

@@ -251,7 +251,7 @@ def test_a25_host_death_during_bwrap_start_up_leaves_nothing() -> None:
 def test_cgroups_of_dead_hosts_are_collected() -> None:
     layout = detect_layout()
     stale = [
-        os.path.join(h.parent, f"sv-999999999-1-1879048193-{os.getpid():x}")
+        os.path.join(h.parent, f"sv-999999999-1-1-1879048193-{os.getpid():x}")
         for h in layout.hierarchies
     ]
     for path in stale:
@@ -332,3 +332,24 @@ def test_sandboxes_of_other_threads_survive_a_spawn_on_this_one() -> None:
             assert started(other, 6) and started(mine, 6)
             assert other.poll() is None and mine.poll() is None
             assert other.kill_reason is None
+
+
+def test_nothing_of_sandvisor_stays_open_once_the_last_sandbox_is_gone() -> None:
+    from sandbox import lifeline
+
+    fds_before = open_fds()
+    with Spawner() as spawner:
+        a = spawner.spawn(prepare_launch(SandboxPolicy(), TREE))
+        b = spawn(prepare_launch(SandboxPolicy(), TREE))
+        assert lifeline._current.users == 2 and lifeline._current.pid is not None
+        watcher = lifeline._current.pid
+        a.cleanup()
+        assert lifeline._current.users == 1
+        b.cleanup()
+    assert lifeline._current.users == 0 and lifeline._current.write_end is None
+    assert open_fds() == fds_before
+    # it saw EOF and finished; the next lease reaps it
+    assert wait_for(lambda: psutil.Process(watcher).status() == psutil.STATUS_ZOMBIE)
+    lifeline.acquire(detect_layout())
+    lifeline.release()
+    assert not psutil.pid_exists(watcher)
