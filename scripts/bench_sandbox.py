@@ -26,10 +26,10 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from sandbox.launch import Command, prepare_launch  # noqa: E402
-from sandbox.policy import SandboxPolicy  # noqa: E402
-from sandbox.runner import run  # noqa: E402
-from sandbox.spawn import spawn  # noqa: E402
+from sandbox.launch import Command, prepare_launch
+from sandbox.policy import SandboxPolicy
+from sandbox.runner import run
+from sandbox.spawn import spawn
 
 BARE = ["bwrap", "--ro-bind", "/", "/", "--unshare-all", "/bin/true"]
 
