@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 import trio
-from sv_support import fake_worker, fd_count, rss, supervisor
+from sv_support import fake_worker, fd_table, fds_opened, rss, supervisor
 
 MiB = 1024 * 1024
 
@@ -14,7 +14,7 @@ async def test_no_fd_leaks_across_normal_and_faulty_sessions() -> None:
     async with supervisor() as sup:  # warm-up: the sandbox's one-time fd plugs
         await sup.invoke("echo", "x")
     gc.collect()
-    before = fd_count()
+    before = fd_table()
     async with supervisor(pool_size=2) as sup:
         await sup.invoke("echo", "x")
         await sup.invoke("hang", "", deadline=0.2)
@@ -22,11 +22,11 @@ async def test_no_fd_leaks_across_normal_and_faulty_sessions() -> None:
         handle = await sup.start("stubborn", "9")
         await trio.sleep(0.1)
         await handle.cancel()
-        assert fd_count() > before  # sessions hold pipes while they live
+        assert fds_opened(before, fd_table())  # sessions hold pipes while they live
     async with supervisor(**fake_worker("garbage")) as sup:
         await sup.invoke("fake", "x")
     gc.collect()
-    assert fd_count() == before
+    assert not fds_opened(before, fd_table())
 
 
 async def test_host_memory_stays_bounded_over_many_sessions() -> None:

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 import trio
-from sv_support import assert_no_survivors, fd_diff, fd_table, rss, supervisor
+from sv_support import assert_no_survivors, fd_table, fds_opened, rss, supervisor
 
 from supervisor.audit import CallEvent
 from supervisor.ledger.audit import TERMINAL_KINDS
@@ -125,6 +125,5 @@ async def test_soak(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_no_survivors(sup)
     assert len(sup.pool.history) >= sup.pool.started_sessions - 2  # two may die unstarted
     gc.collect()
-    after = fd_table()
-    assert len(after) == len(fds), fd_diff(fds, after)
+    assert not fds_opened(fds, fd_table())
     assert rss() - memory < 48 * MiB
