@@ -1,9 +1,12 @@
-"""The worker session loop: frames on the main thread, each call on its own thread.
+"""The worker session loop: frames on the main thread, each call on a thread of its own.
 
 The main thread reads fd-in, splits lines and feeds `WorkerConnection`, so a `cancel` is
-read and delivered while synchronous adapters run. One lock guards the connection and the
-queue of sealed frames (sealing and queueing happen together, so frames leave in sequence
-order); one writer at a time drains the queue with an ``os.write`` loop. A fatal error
+read and delivered while synchronous adapters run. Call threads are reused: starting a
+thread costs more than a whole trivial call, so an idle one takes the next call.
+
+One lock guards the connection and the queue of sealed frames (sealing and queueing
+happen together, so frames leave in sequence order); one writer at a time drains the
+queue with an ``os.write`` loop. A fatal error
 sets every token, runs the calls' abort hooks and ends the process at once (exit 2),
 without waiting for adapters that ignore their token.
 """
@@ -15,6 +18,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from .adapters import Adapter, AdapterError, AdapterRegistry, Cancelled, Context
@@ -63,6 +67,7 @@ class WorkerDriver:
         self._contexts: dict[str, Context] = {}
         self._conn: WorkerConnection | None = None
         self._dying = False
+        self._idle: list[_CallThread] = []  # list.append/pop are atomic: no lock needed
 
     # -- the main thread ---------------------------------------------------------------
 
@@ -175,13 +180,11 @@ class WorkerDriver:
             emit=emit,
         )
         self._contexts[rid] = ctx
-        thread = threading.Thread(
-            target=self._run_call, args=(adapter, ctx, event.value), name=f"call-{rid}", daemon=True
-        )
-        thread.start()
+        runner = self._idle.pop() if self._idle else _CallThread(self._run_call)
+        runner.submit(adapter, ctx, event.value)
 
-    def _run_call(self, adapter: Adapter, ctx: Context, value: Any) -> None:
-        """The call's thread: run the adapter, then seal exactly its legal frames."""
+    def _run_call(self, runner: _CallThread, adapter: Adapter, ctx: Context, value: Any) -> None:
+        """On a call thread: run the adapter, then seal exactly its legal frames."""
         outcome = _outcome(adapter, ctx, value)
         with self._lock:
             if self._dying or self._conn is None or self._conn.dead:
@@ -192,6 +195,8 @@ class WorkerDriver:
                 _diag_exception("driver", exc)
                 self._die(f"internal error ending {ctx.rid}: {type(exc).__name__}")
             del self._contexts[ctx.rid]
+        # Idle before the frame leaves: the host's next invoke then finds this thread.
+        self._idle.append(runner)
         self._flush()
 
     def _terminal_frames(self, conn: WorkerConnection, rid: str, outcome: tuple[str, Any]) -> bytes:
@@ -253,6 +258,30 @@ class WorkerDriver:
             ctx._abort()
         _diag(reason)
         os._exit(EXIT_VIOLATION)
+
+
+class _CallThread:
+    """A daemon thread that runs one call at a time, parked on a lock between calls."""
+
+    __slots__ = ("_go", "_job", "_run")
+
+    def __init__(self, run: Callable[[_CallThread, Adapter, Context, Any], None]) -> None:
+        self._run = run
+        self._job: tuple[Adapter, Context, Any] | None = None
+        self._go = threading.Lock()
+        self._go.acquire()
+        threading.Thread(target=self._loop, name="call", daemon=True).start()
+
+    def submit(self, adapter: Adapter, ctx: Context, value: Any) -> None:
+        self._job = (adapter, ctx, value)
+        self._go.release()
+
+    def _loop(self) -> None:
+        while True:
+            self._go.acquire()
+            job, self._job = self._job, None
+            assert job is not None
+            self._run(self, *job)
 
 
 def _outcome(adapter: Adapter, ctx: Context, value: Any) -> tuple[str, Any]:
