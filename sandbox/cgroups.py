@@ -277,16 +277,12 @@ def host_start_time(pid: int) -> int | None:
     return int(stat.rpartition(")")[2].split()[19])
 
 
-def host_prefix(generation: int) -> str:
-    """``sv-<host pid>-<host start time>-<lifeline generation>-``: this host's cgroups."""
-    pid = os.getpid()
-    return f"sv-{pid}-{host_start_time(pid)}-{generation}-"
-
-
 def sandbox_cgroup_name(uid: int, generation: int = 0) -> str:
-    """``<host prefix><sandbox uid>-<random>``: whose sandbox it is, so the host's lifeline
-    (or a later host) can collect what a dead host left behind."""
-    return f"{host_prefix(generation)}{uid}-{os.urandom(4).hex()}"
+    """``sv-<host pid>-<host start time>-<lifeline generation>-<uid>-<random>``: whose
+    sandbox it is, so the host's lifeline (or a later host) can collect what a dead host
+    left behind."""
+    pid = os.getpid()
+    return f"sv-{pid}-{host_start_time(pid)}-{generation}-{uid}-{os.urandom(4).hex()}"
 
 
 def _owner_alive(name: str) -> bool:

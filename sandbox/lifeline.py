@@ -10,12 +10,14 @@ now and then, under load. Two backstops close that window:
   thread ends, what is still running is killed through its cgroup (a ``threading.local``
   value whose finaliser runs at thread exit). So "a sandbox dies with the thread that
   spawned it" holds exactly, including for a `Spawner` being closed.
-- the lifeline: one small ``sh`` per host process while it has sandboxes, in a session of
-  its own, blocked on a pipe whose write end only the host holds. The host's death,
-  however it dies, closes the pipe; the lifeline then kills and removes every cgroup named
-  after this host (the sandboxes' cgroups say whose they are), so no process and no cgroup
-  is left behind. When the host's last sandbox is cleaned up the host closes the pipe
-  itself: nothing of sandvisor stays open in a host that has no sandbox.
+- the lifeline: one small ``sh`` per host process, started with its first sandbox, in a
+  session of its own, blocked on a pipe whose write end only the host holds. The host's
+  death, however it dies, closes the pipe; the lifeline then kills and removes every
+  cgroup named after this host (the sandboxes' cgroups say whose they are), so no process
+  and no cgroup is left behind. A living host retires it by writing ``q`` first (then it
+  touches nothing): `retire` does when no sandbox is left, and `Spawner.close` calls it,
+  so a supervisor that has closed holds nothing of sandvisor open. Between sandboxes it
+  stays, so a host launching one sandbox after another pays for it once.
 """
 
 from __future__ import annotations
@@ -26,16 +28,24 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .cgroups import CgroupLayout, host_prefix
+from .cgroups import CgroupLayout, host_start_time
+
+
+def host_prefix() -> str:
+    """The start of every cgroup name of this host, whatever its lifeline generation."""
+    pid = os.getpid()
+    return f"sv-{pid}-{host_start_time(pid)}-"
+
 
 if TYPE_CHECKING:
     from .handle import Sandbox
 
 # Runs as root; "$1" is this host's cgroup name prefix ([a-z0-9-] only), then the parents.
+# "q" on the pipe: retired by a living host, exit quietly. EOF without it: the host died.
 LIFELINE_SCRIPT = r"""
 trap '' INT TERM HUP QUIT PIPE
 prefix=$1; shift
-while read -r _; do :; done
+while read -r line; do [ "$line" = q ] && exit 0; done
 for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
   left=0
   for parent in "$@"; do
@@ -73,34 +83,43 @@ _current = _Lifeline()
 
 
 def acquire(layout: CgroupLayout) -> int:
-    """Count one more sandbox cgroup of this host, starting a lifeline if none runs.
-
-    Returns the generation to name the cgroup with: a lifeline only ever touches the
-    cgroups of its own generation, so one that is retiring cannot hit a new sandbox."""
+    """Count one more sandbox cgroup of this host, starting the lifeline if none runs;
+    the generation to name the cgroup with (which lifeline watched over it)."""
     global _current
     with _lock:
         if _current.owner != os.getpid():
             _current = _Lifeline()  # a forked child: the parent's lifeline is not ours
         _reap(_current)
-        if _current.users == 0:
+        if _current.pid is None:
             _current.generation += 1
-            _current.pid, _current.write_end = _start(layout, host_prefix(_current.generation))
+            _current.pid, _current.write_end = _start(layout, host_prefix())
         _current.users += 1
         return _current.generation
 
 
 def release() -> None:
-    """One sandbox cgroup of this host is gone; the last one retires the lifeline."""
+    """One sandbox cgroup of this host is gone (the lifeline stays for the next one)."""
     with _lock:
-        if _current.owner != os.getpid() or _current.users == 0:
-            return
-        _current.users -= 1
-        if _current.users == 0 and _current.write_end is not None:
-            os.close(_current.write_end)  # EOF: it finds nothing of its generation, exits
+        if _current.owner == os.getpid() and _current.users > 0:
+            _current.users -= 1
+
+
+def retire() -> bool:
+    """End the lifeline if this host has no sandbox left; True if none runs afterwards."""
+    with _lock:
+        if _current.owner != os.getpid():
+            return True
+        if _current.users > 0:
+            return False
+        if _current.write_end is not None:
+            with contextlib.suppress(OSError):
+                os.write(_current.write_end, b"q\n")  # a living host: exit, touch nothing
+            os.close(_current.write_end)
             if _current.pid is not None:
                 _current.retired.append(_current.pid)
             _current.pid = _current.write_end = None
         _reap(_current)
+        return True
 
 
 def _reap(state: _Lifeline) -> None:

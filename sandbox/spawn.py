@@ -23,6 +23,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+from . import lifeline
 from .errors import LaunchError
 from .handle import Sandbox
 from .launch import LaunchPlan
@@ -140,7 +141,8 @@ class Spawner:
         )
 
     def close(self) -> None:
-        """End the thread. Sandboxes it started that still run are SIGKILLed by it."""
+        """End the thread. Sandboxes it started that still run are SIGKILLed by it; with
+        no sandbox left in the process, the lifeline is retired too (no fd stays open)."""
         with self._lock:
             if self._closed:
                 return
@@ -149,6 +151,7 @@ class Spawner:
             self._jobs.put(None)
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        lifeline.retire()
 
     def __enter__(self) -> Spawner:
         return self.start()
