@@ -235,7 +235,9 @@ async def serve_mcp_stdio(
             async with sup:
                 from supervisor.hosting.scripted_bridge import add_sandboxed_tools
 
-                add_sandboxed_tools(scripted, sup.tools, sup.tool_callback)
+                add_sandboxed_tools(
+                    scripted, sup.tools, lambda name: sup.tool_callback(name, deadline=deadline)
+                )
                 await _serve(scripted, sup, deadline, stdio_server, __version__)
         nursery.cancel_scope.cancel()
 
@@ -288,16 +290,16 @@ def run(args: argparse.Namespace) -> int:
     )
     from supervisor.hosting.script_cli import scripted_for_cli
 
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        return fail("mcp", "the mcp package is missing: pip install 'sandvisor[mcp]'")
     if args.deadline is not None and not 0 < args.deadline < math.inf:
         return fail("mcp", "--deadline must be a positive number of seconds", EXIT_USAGE)
     try:
         scripted = scripted_for_cli(args)
     except ValueError as exc:
         return fail("mcp", str(exc), EXIT_USAGE)
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return fail("mcp", "the mcp package is missing: pip install 'sandvisor[mcp]'")
     kwargs = supervisor_kwargs(args) if args.adapters else None
     from sandbox.errors import SandboxUnavailable
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
 import signal
 import socket
@@ -47,6 +48,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="listen on a new Unix socket at PATH (mode 0600, same user only) instead of "
         "stdio; each connection is its own session",
     )
+    parser.add_argument(
+        "--schema", action="store_true", help="print the protocol's JSON Schema and exit"
+    )
     add_supervisor_options(parser, adapters_required=False)
     parser.epilog = (
         "Options are defaults for the client's hello. Exit status: 0 after shutdown or end "
@@ -70,6 +74,11 @@ def defaults_from(args: argparse.Namespace) -> ServeDefaults:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.schema:
+        from supervisor.hosting.serve_wire import json_schema
+
+        print(json.dumps(json_schema(), indent=2))
+        return EXIT_OK
     try:
         defaults = defaults_from(args)
     except ValueError as exc:

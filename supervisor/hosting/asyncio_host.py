@@ -56,9 +56,11 @@ class AsyncioSupervisor(HostedSupervisor):
         except asyncio.CancelledError:
             self._host.stop()
             await _until_stopped(box)
+            self._host.join()
             raise
         if isinstance(first, Failed):
             await _until_stopped(box)
+            self._host.join()  # it has posted Stopped: it is returning now
             raise first.error
         return self
 
@@ -202,17 +204,25 @@ class AsyncioAuditStream:
         self._loop = loop
         self._remove: Callable[[], None] | None = None
         owner._host.call_soon(self._subscribe)
+        owner._host.on_stopped(self)
 
     def _subscribe(self) -> None:  # in the supervisor's thread
         self._remove = self._owner.supervisor.add_audit_callback(self._from_host)
+
+    def post(self, item: Any) -> None:
+        """The supervisor stopped: the iteration ends after the events already here."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._offer, None)
 
     def _from_host(self, event: CallEvent) -> None:  # in the supervisor's thread
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._offer, event)
 
     def _offer(self, event: CallEvent | None) -> None:
-        if self._closed and event is not None:
+        if self._closed:
             return
+        if event is None:
+            self._closed = True
         if event is not None and self._events.qsize() >= self.capacity:
             self.dropped += 1
             return
@@ -224,6 +234,7 @@ class AsyncioAuditStream:
     async def __anext__(self) -> CallEvent:
         event = await self._events.get()
         if event is None:
+            self._events.put_nowait(None)  # ended for every later call too
             raise StopAsyncIteration
         return event
 
@@ -231,7 +242,6 @@ class AsyncioAuditStream:
         """Unsubscribe; iteration ends after the events already here."""
         if self._closed:
             return
-        self._closed = True
         self._offer(None)
         with contextlib.suppress(SupervisorError):
             self._owner._host.call_soon(self._unsubscribe)

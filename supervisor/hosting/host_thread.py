@@ -104,6 +104,7 @@ class RemoteCall:
 
     __slots__ = (
         "_cancelled",
+        "_final",
         "_handle",
         "_host",
         "_scope",
@@ -139,6 +140,7 @@ class RemoteCall:
         self._cancelled = False
         self._scope: trio.CancelScope | None = None
         self._handle: CallHandle | None = None
+        self._final: Ended | None = None
 
     def cancel(self) -> None:
         """Cancel cooperatively; safe from any thread, any number of times."""
@@ -168,8 +170,7 @@ class RemoteCall:
             else:
                 end = await self._run_invoke(sup, on_chunk)
         except trio.Cancelled:  # the host is stopping; the call was cancelled cooperatively
-            if self.handle and self._handle is not None and self._handle.done:
-                end = Ended(await self._handle.outcome())
+            end = self._final or Ended(cancelled=True)
             raise
         except Exception as exc:  # a refusal (unknown tool, bad input...) for the caller
             end = Ended(error=exc)
@@ -207,7 +208,7 @@ class RemoteCall:
             return Ended(await handle.outcome())
         except trio.Cancelled:  # the host is stopping: cancel the call and see it end
             with trio.CancelScope(shield=True):
-                await handle.cancel()
+                self._final = Ended(await handle.cancel())
             raise
 
 
@@ -256,12 +257,9 @@ class HostThread:
     def stop(self, done: Mailbox | None = None) -> None:
         """Ask the thread to cancel its calls, close the supervisor and end; ``done``
         gets `Stopped` at the end (at once if it has ended). Safe from any thread."""
+        if done is not None:
+            self.on_stopped(done)
         with self._lock:
-            if done is not None:
-                if self._finished.is_set():
-                    done.post(Stopped())
-                else:
-                    self._stopped_boxes.append(done)
             if self._state in ("new", "stopped"):
                 if self._state == "new":
                     self._state = "stopped"
@@ -274,6 +272,14 @@ class HostThread:
         if was == "running":
             self.call_soon(self._request_stop)
         # "starting": the thread sees the state once the supervisor is up and stops then
+
+    def on_stopped(self, box: Mailbox) -> None:
+        """``box`` gets `Stopped` when the thread ends (at once if it has)."""
+        with self._lock:
+            if not self._finished.is_set():
+                self._stopped_boxes.append(box)
+                return
+        box.post(Stopped())
 
     def join(self, timeout: float | None = JOIN_TIMEOUT) -> bool:
         """Wait for the thread to end; False if it is still running after ``timeout``."""

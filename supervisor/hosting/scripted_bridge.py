@@ -9,10 +9,12 @@ piped stdin as ``"stdin"``). Outcomes other than ``completed`` map to exit statu
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from supervisor.external import ExternalCallback
-from supervisor.ledger import ToolPolicy
-from supervisor.scripted import ScriptedTool
+if TYPE_CHECKING:  # imported by the commands at start-up: keep it light
+    from supervisor.external import ExternalCallback
+    from supervisor.ledger import ToolPolicy
+    from supervisor.scripted import ScriptedTool
 
 
 def describe_tool(policy: ToolPolicy) -> str:

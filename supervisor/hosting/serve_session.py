@@ -17,7 +17,7 @@ import collections
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -29,9 +29,11 @@ from supervisor.calls import CallHandle
 from supervisor.hosting import serve_wire as wire
 from supervisor.hosting.scripted_bridge import add_sandboxed_tools
 from supervisor.ledger import DeadlineElapsed, InvalidInput, LedgerError, UnknownTool
-from supervisor.scripted import ScriptedTool
 from supervisor.supervisor import DuplicateOperation, Supervisor, SupervisorError
 from worker_runtime import __version__
+
+if TYPE_CHECKING:
+    from supervisor.scripted import ScriptedTool
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +225,11 @@ class ServeSession:
             raise wire.RequestError("already_configured", "hello was already accepted")
         try:
             sup = make_supervisor(request, self.defaults)
-            scripted = None if request.script is None else ScriptedTool(request.script)
+            scripted = None
+            if request.script is not None:
+                from supervisor.scripted import ScriptedTool
+
+                scripted = ScriptedTool(request.script)
         except (ValueError, SandboxError) as exc:
             raise wire.RequestError("bad_config", str(exc)) from None
         try:
@@ -321,9 +327,7 @@ class ServeSession:
                 code, message = refusal(exc)
                 self.error(rid, code, message)
                 return
-            self.send(
-                wire.Started(id=rid, op_id=handle.op_id, idempotency_key=handle.idempotency_key)
-            )
+            self.send(wire.Started(id=rid, op_id=handle.op_id))
             if running.scope.cancel_called:
                 outcome = await handle.cancel()
             else:

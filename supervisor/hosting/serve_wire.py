@@ -59,6 +59,9 @@ class Hello(_Request, tag="hello"):
 
 
 class Invoke(_Request, tag="invoke"):
+    """Run one call of ``tool`` with ``input``; events ``started``, ``chunk``s (if
+    ``stream``), then ``outcome``. ``deadline`` in seconds from now."""
+
     tool: str
     input: Any = None
     deadline: Seconds | None = None
@@ -74,27 +77,34 @@ class Script(_Request, tag="script"):
 
 
 class Cancel(_Request, tag="cancel"):
+    """Cancel the running request ``target`` cooperatively (answered ``ok``; the target
+    still ends with its own ``outcome``, ``result`` or ``error``)."""
+
     target: RequestId
 
 
 class Audit(_Request, tag="audit"):
+    """Start (or stop) receiving one ``audit`` event per finished call."""
+
     enable: bool = True
 
 
 class Pending(_Request, tag="pending"):
-    pass
+    """List the operations the ledger holds open (queued, running, indeterminate)."""
 
 
 class Reconcile(_Request, tag="reconcile"):
+    """Ask a fresh worker about an (indeterminate) operation and apply its answer."""
+
     op_id: Annotated[int, msgspec.Meta(ge=1)]
 
 
 class Ping(_Request, tag="ping"):
-    pass
+    """Answered ``pong`` at once (before hello too)."""
 
 
 class Shutdown(_Request, tag="shutdown"):
-    pass
+    """Cancel what runs (each still reports), close every worker, answer ``bye``, exit."""
 
 
 Request = Hello | Invoke | Script | Cancel | Audit | Pending | Reconcile | Ping | Shutdown
@@ -119,6 +129,8 @@ class ToolInfo(msgspec.Struct, kw_only=True):
 
 
 class Ready(_Event, tag="ready"):
+    """hello succeeded: the tools the workers serve."""
+
     version: str
     tools: list[ToolInfo]
     protocol: int = PROTOCOL_VERSION
@@ -126,16 +138,21 @@ class Ready(_Event, tag="ready"):
 
 
 class Started(_Event, tag="started"):
+    """An invoke was accepted: its ledger operation."""
+
     op_id: int
-    idempotency_key: str | None = None
 
 
 class ChunkEvent(_Event, tag="chunk"):
+    """One streamed chunk of an invoke (redacted, within the tool's stream limits)."""
+
     index: int
     text: str
 
 
 class OutcomeEvent(_Event, tag="outcome"):
+    """How an invoke ended: exactly one per accepted invoke."""
+
     outcome: Outcome
 
 
@@ -149,10 +166,14 @@ class ScriptResult(msgspec.Struct, kw_only=True):
 
 
 class ResultEvent(_Event, tag="result"):
+    """How a script ended."""
+
     result: ScriptResult
 
 
 class AuditEvent(_Event, tag="audit"):
+    """A call's audit event (after ``audit``); ``id`` is null."""
+
     audit: CallEvent
 
 
@@ -184,6 +205,8 @@ class ErrorInfo(msgspec.Struct, kw_only=True):
 
 
 class ErrorEvent(_Event, tag="error"):
+    """A request could not be served (or ended early): one line, a stable ``code``."""
+
     error: ErrorInfo
 
 
@@ -246,6 +269,22 @@ def _explain(message: str) -> str:
     if "missing required field `op`" in message:
         return f"{message}; every request names its op ({', '.join(OPS)})"
     return message
+
+
+def json_schema() -> dict[str, Any]:
+    """The protocol as one JSON Schema document (docs/serve-protocol.schema.json):
+    ``$defs/Request`` for lines a client sends, ``$defs/Event`` for lines it reads."""
+    (request, event), defs = msgspec.json.schema_components(
+        (Request, Event), ref_template="#/$defs/{name}"
+    )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"sandvisor serve protocol, version {PROTOCOL_VERSION}",
+        "description": "JSON lines over stdio or a Unix socket: a client sends Request "
+        "lines and reads Event lines (docs/serve-protocol.md).",
+        "oneOf": [{"$ref": "#/$defs/Request"}, {"$ref": "#/$defs/Event"}],
+        "$defs": {"Request": request, "Event": event, **dict(sorted(defs.items()))},
+    }
 
 
 def encode_event(event: Event) -> bytes:

@@ -191,6 +191,7 @@ class SyncAuditStream:
         self._remove: Callable[[], None] | None = None
         self._closed = False
         owner._host.call_soon(self._subscribe)
+        owner._host.on_stopped(self)
 
     def _subscribe(self) -> None:  # in the supervisor's thread
         if not self._closed:
@@ -201,6 +202,10 @@ class SyncAuditStream:
             self.dropped += 1
         else:
             self._events.put_nowait(event)
+
+    def post(self, item: Any) -> None:
+        """The supervisor stopped: iteration ends after the events already here."""
+        self._events.put_nowait(None)
 
     def get(self, timeout: float | None = None) -> CallEvent:
         """The next event; `TimeoutError` after ``timeout``, `EOFError` once closed."""

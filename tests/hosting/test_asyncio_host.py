@@ -1,0 +1,284 @@
+"""`AsyncioSupervisor` from real asyncio programs (``asyncio.run``): results, chunks in the
+loop's thread, task cancellation as a cooperative cancel, the same outcomes as from
+trio, handles, refusals, scripts with sandboxed tools, and a clean close."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+from hosting_helpers import EXAMPLES, fd_count, host_threads, survivors
+
+from supervisor import DuplicateOperation, Supervisor, SupervisorError
+from supervisor.audit import CallEvent
+from supervisor.hosting import AsyncioSupervisor
+from supervisor.ledger import InvalidInput, UnknownTool
+from supervisor.outcome import Outcome
+from supervisor.scripted import ScriptedTool
+
+
+def run(main: Callable[[AsyncioSupervisor], Awaitable[Any]], **kwargs: Any) -> Any:
+    """``asyncio.run`` a program that gets a started supervisor; checks it closed clean."""
+    kwargs.setdefault("adapters", [EXAMPLES])
+    kwargs.setdefault("ping_interval", None)
+    holder: list[AsyncioSupervisor] = []
+
+    async def program() -> Any:
+        async with AsyncioSupervisor(**kwargs) as sup:
+            holder.append(sup)
+            return await main(sup)
+
+    result = asyncio.run(program())
+    assert not host_threads()
+    assert not survivors(holder[0].supervisor)
+    return result
+
+
+async def first_chunk(sup: AsyncioSupervisor, tool: str, value: str) -> tuple[Any, list[str]]:
+    """Start ``invoke`` as a task and return once its first chunk arrived."""
+    chunks: list[str] = []
+    got = asyncio.Event()
+
+    def on_chunk(text: str) -> None:
+        chunks.append(text)
+        got.set()
+
+    task = asyncio.create_task(sup.invoke(tool, value, on_chunk=on_chunk))
+    await asyncio.wait_for(got.wait(), 10)
+    return task, chunks
+
+
+async def next_event(events: Any, timeout: float = 10) -> CallEvent:
+    event: CallEvent = await asyncio.wait_for(events.__anext__(), timeout)
+    return event
+
+
+def test_an_asyncio_program_calls_streams_and_closes_clean() -> None:
+    fds = fd_count()
+    loop_thread = threading.get_ident()
+
+    async def main(sup: AsyncioSupervisor) -> None:
+        assert "text.upper" in sup.tools and sup.running
+        out = await sup.invoke("text.upper", "héllo", deadline=5)
+        assert (out.status, out.value) == ("completed", "HÉLLO")
+        out = await sup.invoke("json.echo", {"a": [1, None]})
+        assert out.value == {"a": [1, None]}
+        seen: list[tuple[str, int]] = []
+        out = await sup.invoke(
+            "progress.count", "5", on_chunk=lambda t: seen.append((t, threading.get_ident()))
+        )
+        assert out.status == "completed" and out.chunks == 5
+        assert seen == [(str(i), loop_thread) for i in range(1, 6)]  # in order, in the loop
+        outs = await asyncio.gather(*(sup.invoke("text.reverse", f"ab{i}") for i in range(12)))
+        assert [o.value for o in outs] == [f"ab{i}"[::-1] for i in range(12)]
+
+    run(main, pool_size=2, max_in_flight=2)
+    assert fd_count() == fds
+
+
+def test_cancelling_the_task_is_a_cooperative_cancel() -> None:
+    async def main(sup: AsyncioSupervisor) -> None:
+        async with sup.audit_events() as events:
+            task, chunks = await first_chunk(sup, "progress.count", "1000/0.02")
+            began = time.monotonic()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert time.monotonic() - began < 3  # acknowledged, not killed after a grace
+            event = await next_event(events)
+            assert (event.tool, event.status, event.kill_reason) == (
+                "progress.count",
+                "cancelled",
+                None,
+            )
+            assert chunks and event.chunks >= len(chunks)
+            # asyncio.timeout() cancels the same way and becomes TimeoutError
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.3):
+                    await sup.invoke("sleep", "30")
+            event = await next_event(events)
+            assert (event.tool, event.status) == ("sleep", "cancelled")
+            # the worker acknowledged and lives on
+            assert (await sup.invoke("text.upper", "ok")).status == "completed"
+
+    run(main)
+
+
+def test_a_cancel_the_adapter_ignores_ends_indeterminate_as_from_trio() -> None:
+    async def main(sup: AsyncioSupervisor) -> None:
+        async with sup.audit_events() as events:
+            task = asyncio.create_task(sup.invoke("stubborn.sleep", "30"))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            began = time.monotonic()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert 0.15 <= time.monotonic() - began < 5  # waited for the grace and the kill
+            event = await next_event(events)
+            assert (event.status, event.kill_reason) == ("indeterminate", "host_cancel")
+            pending = await sup.call_in_host(_indeterminate_ids)
+            assert event.op_id in pending
+
+    run(main, cancel_grace=0.2)
+
+
+async def _indeterminate_ids(sup: Supervisor) -> list[int]:
+    return [info.id for info in sup.ledger.indeterminate()]
+
+
+# -- the same outcomes as from trio -----------------------------------------------------------
+
+SCENARIOS: list[tuple[str, str, float | None]] = [
+    ("text.upper", "abc", None),
+    ("progress.count", "not a number", None),
+    ("progress.count", "3", None),
+    ("sleep", "30", 0.3),
+    ("stubborn.sleep", "30", 0.3),
+    ("uncancellable.sleep", "0.05", None),
+]
+
+
+def _shape(outcome: Outcome) -> tuple[Any, ...]:
+    return (outcome.tool, outcome.status, outcome.value, outcome.error_code,
+            outcome.kill_reason, outcome.chunks)  # fmt: skip
+
+
+async def test_outcomes_are_the_same_as_from_trio() -> None:
+    kwargs: dict[str, Any] = {"adapters": [EXAMPLES], "ping_interval": None, "cancel_grace": 0.2}
+    from_trio = []
+    async with Supervisor(**kwargs) as sup:
+        for tool, value, deadline in SCENARIOS:
+            from_trio.append(_shape(await sup.invoke(tool, value, deadline=deadline)))
+        handle = await sup.start("sleep", "30")
+        await trio.sleep(0.2)
+        from_trio.append(_shape(await handle.cancel()))
+
+    async def main(asup: AsyncioSupervisor) -> list[tuple[Any, ...]]:
+        shapes = []
+        for tool, value, deadline in SCENARIOS:
+            shapes.append(_shape(await asup.invoke(tool, value, deadline=deadline)))
+        handle = await asup.start("sleep", "30")
+        await asyncio.sleep(0.2)
+        shapes.append(_shape(await handle.cancel()))
+        return shapes
+
+    from_asyncio = await trio.to_thread.run_sync(lambda: run(main, **kwargs))
+    assert from_asyncio == from_trio
+    statuses = [shape[1] for shape in from_trio]
+    assert statuses == ["completed", "failed", "completed", "timed_out", "indeterminate",
+                        "completed", "cancelled"]  # fmt: skip
+
+
+# -- handles, refusals, life -----------------------------------------------------------------
+
+
+def test_handles_stream_to_the_loop_and_cancel_with_an_outcome() -> None:
+    async def main(sup: AsyncioSupervisor) -> None:
+        chunks: list[str] = []
+        got = asyncio.Event()
+        handle = await sup.start(
+            "progress.count", "1000/0.02", on_chunk=lambda t: (chunks.append(t), got.set())
+        )
+        assert handle.op_id is not None and not handle.done
+        await asyncio.wait_for(got.wait(), 10)
+        # cancelling a wait for the outcome leaves the call running
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(handle.outcome(), 0.1)
+        assert not handle.done
+        out = await handle.cancel()
+        assert out.status == "cancelled" and out.op_id == handle.op_id and chunks
+        assert (await handle.outcome()) is out and handle.done
+        done = await sup.start("text.upper", "x")
+        assert (await done.outcome()).status == "completed"
+        assert (await done.cancel()).status == "completed"  # too late to cancel
+
+    run(main)
+
+
+def test_refusals_raise_in_the_caller_and_leave_the_supervisor_working() -> None:
+    async def main(sup: AsyncioSupervisor) -> None:
+        with pytest.raises(UnknownTool):
+            await sup.invoke("no.such.tool", "x")
+        with pytest.raises(InvalidInput):
+            await sup.invoke("json.echo", float("nan"))
+        with pytest.raises(UnknownTool):
+            await sup.start("no.such.tool", "x")
+        handle = await sup.start("sleep", "30", idempotency_key="order-1")
+        with pytest.raises(DuplicateOperation):
+            await sup.invoke("sleep", "0", idempotency_key="order-1")
+        assert (await handle.cancel()).status == "cancelled"
+        with pytest.raises(ZeroDivisionError):
+            await sup.call_in_host(_divide)
+        assert (await sup.invoke("text.upper", "still")).value == "STILL"
+        return None
+
+    run(main)
+
+
+async def _divide(sup: Supervisor) -> float:
+    return 1 / 0
+
+
+def test_a_supervisor_that_cannot_start_raises_and_leaves_no_thread() -> None:
+    async def main() -> None:
+        with pytest.raises(Exception, match="not installed"):
+            async with AsyncioSupervisor(adapters=["no_such_module_xyz:registry"]):
+                pass
+
+    asyncio.run(main())
+    assert not host_threads()
+    with pytest.raises(ValueError):
+        AsyncioSupervisor(adapters=[EXAMPLES], pool_size=0)  # checked in the caller
+
+
+def test_closing_cancels_running_calls_and_refuses_new_ones() -> None:
+    async def main() -> None:
+        sup = AsyncioSupervisor(adapters=[EXAMPLES], ping_interval=None)
+        async with sup:
+            task, _ = await first_chunk(sup, "progress.count", "1000/0.02")
+            events = sup.audit_events()
+            await sup.aclose()
+            with pytest.raises(SupervisorError, match="stopped while the call ran"):
+                await task
+        assert not sup.running
+        with pytest.raises(SupervisorError):
+            await sup.invoke("text.upper", "x")
+        assert [e.status async for e in events] == ["cancelled"]
+        assert not survivors(sup.supervisor)
+
+    asyncio.run(main())
+    assert not host_threads()
+
+
+# -- scripts -----------------------------------------------------------------------------------
+
+
+def test_a_scripted_tool_with_sandboxed_tools_runs_and_cancels_from_asyncio() -> None:
+    async def main(sup: AsyncioSupervisor) -> None:
+        shop = ScriptedTool("shop", timeout_seconds=1.0)
+        shop.add_tool("upper", "upper-case stdin", sup.tool_callback("text.upper"))
+        shop.add_tool("nap", "sleep", sup.tool_callback("sleep", deadline=20))
+        shop.add_tool("price", "a local tool", lambda params, stdin: '{"p": 3}\n')
+        result = await shop.execute('price | jq -r .p | upper; echo "$(echo ab | upper)"')
+        assert (result.stdout, result.exit_code) == ("3\nAB\n", 0)
+        async with sup.audit_events() as events:
+            # the execution deadline cancels the async callback: a cooperative cancel
+            result = await shop.execute("echo 30 | nap; echo after")
+            assert "callback timeout" in result.stderr
+            event = await next_event(events)
+            assert (event.tool, event.status) == ("sleep", "cancelled")
+            # cancelling the task that runs the script cancels the call too
+            task = asyncio.create_task(ScriptedTool.execute(shop, "echo 0.9 | nap"))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            event = await next_event(events)
+            assert (event.tool, event.status) == ("sleep", "cancelled")
+
+    run(main)

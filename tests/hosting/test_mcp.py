@@ -1,0 +1,138 @@
+"""`sandvisor mcp` through the official SDK's own client over a real stdio pipe: the tool
+list, the script and discover tools, sandboxed tools with progress notifications, MCP
+cancellation as a cooperative cancel (seen in the audit log), errors, and the end."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from hosting_helpers import child_env, descendants, read_audit
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from supervisor.scripted import prompts
+
+
+@asynccontextmanager
+async def mcp_session(*options: str, errlog: Any = None) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "supervisor", "mcp", "--example", *options],
+        env=child_env(),
+    )
+    async with (
+        stdio_client(params, errlog=errlog or sys.stderr) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def audit_until(path: Path, count: int) -> list[dict[str, Any]]:
+    with trio.fail_after(15):
+        while len(events := read_audit(path)) < count:
+            await trio.sleep(0.05)
+    return events
+
+
+async def test_tools_scripts_discovery_and_progress(tmp_path: Path) -> None:
+    before = {p.pid for p in descendants()}
+    async with mcp_session() as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert sorted(listed) == ["archive.export", "feed.fetch", "report.render", "shop",
+                                  "shop_discover", "stock.check"]  # fmt: skip
+        assert listed["shop"].input_schema == prompts.request_schema()
+        assert listed["shop"].output_schema == prompts.response_schema()
+        assert listed["shop_discover"].input_schema == prompts.discover_tool_schema()
+        assert "list_products" in (listed["shop"].description or "")
+        assert listed["report.render"].input_schema["required"] == ["input"]
+
+        script = (
+            "for id in $(list_products | jq -r '.[].id'); do "
+            "get_product --id $id | jq -c '{name, stock, price}'; done | report.render"
+        )
+        result = await session.call_tool("shop", {"commands": script})
+        assert not result.is_error
+        assert result.structured_content["exit_code"] == 0
+        assert "total" in result.content[0].text and "anvil" in result.content[0].text
+
+        result = await session.call_tool("shop", {"commands": "get_product --id 99"})
+        assert result.is_error and result.structured_content["exit_code"] == 1
+        assert "no product 99" in result.content[0].text
+
+        result = await session.call_tool("shop_discover", {"all": True})
+        assert "catalogue" in result.content[0].text and "sandboxed" in result.content[0].text
+        result = await session.call_tool("shop_discover", {"commands": "discover; ls"})
+        assert result.is_error
+
+        result = await session.call_tool("stock.check", {"sku": "rope"})
+        assert json.loads(result.content[0].text) == {"checked": {"sku": "rope"}, "ok": True}
+        assert result.structured_content["status"] == "completed"
+        result = await session.call_tool("report.render", {"text": "wrong field"})
+        assert result.is_error and "input" in result.content[0].text
+        with pytest.raises(MCPError, match="unknown tool"):
+            await session.call_tool("no.such.tool", {})
+
+        progress: list[tuple[float, str | None]] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append((value, message))
+
+        result = await session.call_tool(
+            "archive.export", {"input": "4"}, progress_callback=on_progress
+        )
+        assert result.content[0].text == "exported 4 batches"
+        assert progress == [(float(i), f"exported batch {i}/4") for i in range(1, 5)]
+        assert result.structured_content["chunks"] == 4
+    with trio.fail_after(10):
+        while {p.pid for p in descendants()} - before:
+            await trio.sleep(0.05)
+
+
+async def test_mcp_cancellation_is_a_cooperative_cancel(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    async with mcp_session("--audit-log", str(audit)) as session:
+        first = trio.Event()
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            first.set()
+
+        async with trio.open_nursery() as nursery:
+
+            async def call() -> None:
+                await session.call_tool(
+                    "archive.export", {"input": "1000"}, progress_callback=on_progress
+                )
+
+            nursery.start_soon(call)
+            with trio.fail_after(15):
+                await first.wait()
+            nursery.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+        (event,) = await audit_until(audit, 1)
+        assert (event["tool"], event["status"], event["kill_reason"]) == (
+            "archive.export",
+            "cancelled",
+            None,
+        )
+        # the server lives on and its worker acknowledged: the next call just works
+        result = await session.call_tool("stock.check", {"n": 1})
+        assert not result.is_error
+
+
+async def test_a_missed_deadline_is_an_error_result_with_its_outcome() -> None:
+    async with mcp_session("--deadline", "0.5", "--cancel-grace", "0.2") as session:
+        result = await session.call_tool("feed.fetch", {"input": "30"})
+        assert result.is_error
+        assert result.structured_content["status"] == "indeterminate"
+        assert result.structured_content["kill_reason"] == "deadline"
+        assert "outcome unknown" in result.content[0].text
+        result = await session.call_tool("shop", {"commands": "echo 30 | feed.fetch; echo $?"})
+        assert result.structured_content["stdout"] == "125\n"  # the exit status in the script
+        assert "outcome unknown" in result.structured_content["stderr"]

@@ -1,0 +1,205 @@
+"""`SyncSupervisor` from plain threads: a thread pool of callers, handles shared between
+threads, Ctrl-C in a waiting thread, `ScriptedTool.execute_sync` with sandboxed tools,
+and a clean end on close and at interpreter exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from hosting_helpers import (
+    EXAMPLES,
+    child_env,
+    descendants,
+    fd_count,
+    host_threads,
+    read_audit,
+    survivors,
+)
+
+from supervisor import Supervisor, SupervisorError
+from supervisor.hosting import SyncSupervisor
+from supervisor.ledger import UnknownTool
+from supervisor.scripted import ScriptedTool
+
+
+@pytest.fixture(scope="module")
+def sup() -> Any:
+    with SyncSupervisor(adapters=[EXAMPLES], pool_size=2, max_in_flight=2,
+                        ping_interval=None, cancel_grace=0.3) as sup:  # fmt: skip
+        yield sup
+    assert not survivors(sup.supervisor)
+    assert not host_threads()
+
+
+def test_a_thread_pool_of_synchronous_callers(sup: SyncSupervisor) -> None:
+    def call(i: int) -> tuple[Any, ...]:
+        me = threading.get_ident()
+        if i % 3 == 0:
+            out = sup.invoke("text.upper", f"call {i}")
+            return (out.status, out.value)
+        if i % 3 == 1:
+            out = sup.invoke("json.echo", {"i": i}, deadline=10)
+            return (out.status, out.value)
+        seen: list[tuple[str, int]] = []
+        out = sup.invoke("progress.count", "4", on_chunk=lambda t: seen.append((t, me)))
+        # chunks run in the calling thread, in order, before invoke returns
+        assert seen == [(str(n), me) for n in range(1, 5)]
+        return (out.status, out.value)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(call, range(48)))
+    for i, result in enumerate(results):
+        expected = [("completed", f"CALL {i}"), ("completed", {"i": i}),
+                    ("completed", "counted 4, streamed 4")][i % 3]  # fmt: skip
+        assert result == expected
+
+
+def test_handles_are_shared_between_threads(sup: SyncSupervisor) -> None:
+    chunks: list[str] = []
+    handle = sup.start("progress.count", "1000/0.02", on_chunk=chunks.append)
+    assert handle.op_id is not None and not handle.done
+    with pytest.raises(TimeoutError):
+        handle.outcome(timeout=0.2)  # the call goes on
+    outcomes: list[Any] = []
+    waiter = threading.Thread(target=lambda: outcomes.append(handle.outcome()))
+    waiter.start()
+    canceller = threading.Thread(target=lambda: outcomes.append(handle.cancel()))
+    canceller.start()
+    waiter.join(10)
+    canceller.join(10)
+    assert [o.status for o in outcomes] == ["cancelled", "cancelled"]
+    assert outcomes[0] is outcomes[1] and handle.done and chunks
+    assert sup.invoke("text.upper", "after").status == "completed"
+
+
+def test_refusals_raise_and_call_in_host_reads_the_ledger(sup: SyncSupervisor) -> None:
+    with pytest.raises(UnknownTool):
+        sup.invoke("nope", "x")
+    with pytest.raises(UnknownTool):
+        sup.start("nope", "x")
+    out = sup.invoke("stubborn.sleep", "30", deadline=0.2)
+    assert (out.status, out.kill_reason) == ("indeterminate", "deadline")
+
+    async def indeterminate(s: Supervisor) -> list[int]:
+        return [info.id for info in s.ledger.indeterminate()]
+
+    assert out.op_id in sup.call_in_host(indeterminate)
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(), reason="needs the main thread"
+)
+def test_ctrl_c_in_the_waiting_thread_cancels_the_call(sup: SyncSupervisor) -> None:
+    events = sup.audit_events()
+    main = threading.main_thread().ident
+    assert main is not None
+    started: list[str] = []
+
+    def interrupt_after_first_chunk(text: str) -> None:
+        if not started:
+            started.append(text)
+            threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
+
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sup.invoke("progress.count", "1000/0.02", on_chunk=interrupt_after_first_chunk)
+    assert time.monotonic() - began < 5
+    event = events.get(timeout=10)
+    assert (event.tool, event.status) == ("progress.count", "cancelled")
+    events.close()
+    assert list(events) == []
+
+
+def test_execute_sync_with_sandboxed_tools_from_a_thread_pool(sup: SyncSupervisor) -> None:
+    shop = ScriptedTool("shop")
+    shop.add_tool("upper", "upper-case stdin", sup.tool_callback("text.upper"))
+    shop.add_tool("echo_json", "echo JSON flags", sup.tool_callback("json.echo"),
+                  schema={"type": "object", "properties": {"n": {"type": "integer"}}})  # fmt: skip
+    shop.add_tool("nap", "sleep", sup.tool_callback("sleep", deadline=0.2))
+
+    def script(i: int) -> tuple[str, int]:
+        result = shop.execute_sync(
+            f"echo item{i} | upper; echo_json --n {i} | jq .n",
+            backend="trio" if i % 2 else "asyncio",
+        )
+        return result.stdout, result.exit_code
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(script, range(12)))
+    assert results == [(f"ITEM{i}\n{i}\n", 0) for i in range(12)]
+    # a deadline is an exit status the script can branch on
+    result = shop.execute_sync('echo 30 | nap || echo "status $?"')
+    assert result.stdout == "status 124\n" and "timed out (deadline 0.2 s)" in result.stderr
+
+
+def test_close_is_final_and_leaves_nothing() -> None:
+    fds, threads = fd_count(), host_threads()
+    sup = SyncSupervisor(adapters=[EXAMPLES], ping_interval=None).open()
+    handle = sup.start("sleep", "30")
+    sup.close()
+    assert handle.outcome(timeout=5).status == "cancelled"
+    sup.close()  # idempotent
+    with pytest.raises(SupervisorError):
+        sup.invoke("text.upper", "x")
+    assert not sup.running and host_threads() == threads and not survivors(sup.supervisor)
+    assert fd_count() == fds
+
+
+def test_a_supervisor_that_cannot_start_raises_and_leaves_no_thread() -> None:
+    threads = host_threads()
+    with (
+        pytest.raises(Exception, match="not installed"),
+        SyncSupervisor(adapters=["no_such_module_xyz:registry"]),
+    ):
+        pass
+    assert host_threads() == threads
+
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    from supervisor.hosting import SyncSupervisor
+
+    sup = SyncSupervisor(adapters=["worker_runtime.examples:registry"], pool_size=2,
+                         audit_log=sys.argv[1], ping_interval=None).open()
+    handle = sup.start("sleep", "60")
+
+    async def pids(s):
+        return [p for session in s.pool.sessions for p in session.survivors()]
+
+    print(json.dumps(sup.call_in_host(pids)), flush=True)
+    time.sleep(0.3)
+    # no close(): the interpreter's exit must cancel the call and close every worker
+    """
+)
+
+
+def test_a_forgotten_supervisor_is_closed_at_interpreter_exit(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    before = {p.pid for p in descendants()}
+    began = time.monotonic()
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(audit)],
+        capture_output=True, text=True, timeout=60, env=child_env(),
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr
+    assert time.monotonic() - began < 20
+    pids = json.loads(child.stdout.splitlines()[0])
+    assert len(pids) >= 2
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not alive, f"sandbox processes outlived the interpreter: {alive}"
+    assert [(e["tool"], e["status"]) for e in read_audit(audit)] == [("sleep", "cancelled")]
+    assert {p.pid for p in descendants()} <= before
+    assert os.path.exists(audit)
