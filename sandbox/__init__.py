@@ -48,8 +48,12 @@ The pieces:
   exit after 10 s idle and take the sandbox with them. Use `Spawner.spawn_async` instead.
   ``sandbox.spawn.spawn`` forks from the calling thread (for synchronous code that waits
   on the same thread).
-- `Sandbox` (the handle): ``kill(reason)`` (cgroup kill, else the pid namespace's init;
-  SIGCONT before SIGKILL), ``wait``/``wait_async``/``poll`` on a pidfd, ``termination``
+- A sandbox dies with the thread that spawned it and with its host, whatever bwrap 0.8.0's
+  start-up race does: a per-thread record kills what a finished thread left running, and
+  one lifeline process per host (`sandbox.lifeline`) kills and removes every cgroup of a
+  host that died. `Spawner.close` retires the lifeline when no sandbox is left.
+- `Sandbox` (the handle): ``kill(reason)`` (the pid namespace's init first, then the
+  cgroup; SIGCONT before SIGKILL), ``wait``/``wait_async``/``poll`` on a pidfd, ``termination``
   (`Termination`: reason ``exited``/``signal``/``timeout``/``cpu``/``memory``/``pids``/
   ``killed``/``setup``, exit code, signal, limits hit, peak memory), ``survivors()``
   (psutil), ``cleanup()`` (kill, reap, prove nothing survives, remove cgroups).
