@@ -4,6 +4,7 @@ launch failures that leave nothing behind; spawning from trio."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -254,10 +255,15 @@ def test_cgroups_of_dead_hosts_are_collected() -> None:
         os.path.join(h.parent, f"sv-999999999-1-1-1879048193-{os.getpid():x}")
         for h in layout.hierarchies
     ]
-    for path in stale:
-        os.mkdir(path)
-    collect_orphans(layout, again=True)
-    assert not any(os.path.exists(path) for path in stale)
+    try:
+        for path in stale:
+            os.mkdir(path)
+        collect_orphans(layout, again=True)
+        assert not any(os.path.exists(path) for path in stale)
+    finally:
+        for path in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(path)
 
 
 def test_a_failing_child_setup_raises_and_leaves_nothing() -> None:
