@@ -22,9 +22,11 @@ joined by whoever stops it, and a forgotten one is stopped at interpreter exit.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import logging
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -230,6 +232,9 @@ class HostThread:
         self._ready_box: Mailbox | None = None
         self._stopped_boxes: list[Mailbox] = []
         self._finished = threading.Event()
+        # calls submitted from other threads, and the eventfd that wakes the intake task
+        self._submitted: collections.deque[RemoteCall] = collections.deque()
+        self._wakeup = -1
 
     # -- life ------------------------------------------------------------------------------
 
@@ -308,9 +313,11 @@ class HostThread:
 
     def submit(self, call: RemoteCall) -> None:
         """Run ``call`` in the host nursery; its mailbox hears how it ends."""
-        if self._state != "running":
-            raise SupervisorError(f"the hosted supervisor is {self._state}")
-        self.call_soon(self._spawn, call)
+        with self._lock:
+            if self._state != "running":
+                raise SupervisorError(f"the hosted supervisor is {self._state}")
+            self._submitted.append(call)
+        os.eventfd_write(self._wakeup, 1)
 
     def spawn(self, job: Callable[[Supervisor], Awaitable[None]], box: Mailbox) -> None:
         """Run ``await job(supervisor)`` in the host nursery; ``box`` gets `Ended` with
@@ -319,12 +326,32 @@ class HostThread:
             raise SupervisorError(f"the hosted supervisor is {self._state}")
         self.call_soon(self._spawn_job, job, box)
 
-    def _spawn(self, call: RemoteCall) -> None:
+    async def _intake(self) -> None:
+        """Wait for submitted calls; run the first inline (one scheduling step sooner than
+        spawning it) after handing the watch to a fresh intake task, spawn the others."""
         nursery = self._nursery
-        if nursery is None or self._state != "running":
-            call.mailbox.post(Ended(error=SupervisorError("the hosted supervisor is stopping")))
-            return
-        nursery.start_soon(call.run, self.supervisor)
+        assert nursery is not None
+        while True:
+            await trio.lowlevel.wait_readable(self._wakeup)
+            try:
+                os.eventfd_read(self._wakeup)
+            except BlockingIOError:
+                continue
+            calls = []
+            while self._submitted:
+                calls.append(self._submitted.popleft())
+            if calls:
+                break
+        nursery.start_soon(self._intake)
+        for call in calls[1:]:
+            nursery.start_soon(call.run, self.supervisor)
+        await calls[0].run(self.supervisor)
+
+    def _refuse_submitted(self) -> None:
+        """After the host nursery: calls submitted too late to run hear why."""
+        while self._submitted:
+            call = self._submitted.popleft()
+            call.mailbox.post(Ended(error=SupervisorError("the hosted supervisor stopped")))
 
     def start_soon(self, fn: Callable[[], Awaitable[object]]) -> None:
         """From inside the supervisor's thread: run ``fn()`` in the host nursery."""
@@ -372,7 +399,17 @@ class HostThread:
 
     async def _main(self) -> None:
         sup = self.supervisor
-        self._stop_event = trio.Event()
+        self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        try:
+            await self._serve(sup)
+        finally:
+            with self._lock:
+                self._state = "stopping"
+            self._refuse_submitted()
+            os.close(self._wakeup)
+
+    async def _serve(self, sup: Supervisor) -> None:
+        stop = self._stop_event = trio.Event()
         entered = False
         try:
             async with sup:
@@ -380,13 +417,14 @@ class HostThread:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     self._token = trio.lowlevel.current_trio_token()
+                    nursery.start_soon(self._intake)
                     with self._lock:
                         if self._state == "starting":
                             self._state = "running"
                         else:  # stop() was called while starting
-                            self._stop_event.set()
+                            stop.set()
                     self._post_ready(Ready(tuple(sorted(sup.tools))))
-                    await self._stop_event.wait()
+                    await stop.wait()
                     # every call still running: a cooperative cancel (shielded inside)
                     nursery.cancel_scope.cancel()
                 self._nursery = None

@@ -327,7 +327,8 @@ class ServeSession:
                 code, message = refusal(exc)
                 self.error(rid, code, message)
                 return
-            self.send(wire.Started(id=rid, op_id=handle.op_id))
+            if request.started:
+                self.send(wire.Started(id=rid, op_id=handle.op_id))
             if running.scope.cancel_called:
                 outcome = await handle.cancel()
             else:

@@ -59,14 +59,15 @@ class Hello(_Request, tag="hello"):
 
 
 class Invoke(_Request, tag="invoke"):
-    """Run one call of ``tool`` with ``input``; events ``started``, ``chunk``s (if
-    ``stream``), then ``outcome``. ``deadline`` in seconds from now."""
+    """Run one call of ``tool`` with ``input``: events ``started`` (if asked for),
+    ``chunk``s (if ``stream``), then ``outcome``. ``deadline`` in seconds from now."""
 
     tool: str
     input: Any = None
     deadline: Seconds | None = None
     idempotency_key: str | None = None
     stream: bool = True
+    started: bool = False
 
 
 class Script(_Request, tag="script"):

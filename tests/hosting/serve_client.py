@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
     events = client.invoke("progress.count", "3")
     summary["chunks"] = [e["text"] for e in events if e["event"] == "chunk"]
     summary["outcome"] = events[-1]["outcome"]["status"]
-    running = client.request("invoke", tool="sleep", input="30")
+    running = client.request("invoke", tool="sleep", input="30", started=True)
     client.until(running, ("started",))
     client.call("cancel", target=running)
     summary["cancelled"] = client.until(running, ("outcome",))[-1]["outcome"]["status"]

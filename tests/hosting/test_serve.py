@@ -68,7 +68,7 @@ def served() -> Iterator[ServeClient]:
 
 
 def test_invoke_streams_chunks_then_the_outcome(served: ServeClient) -> None:
-    events = served.invoke("progress.count", "4")
+    events = served.invoke("progress.count", "4", started=True)
     kinds = [e["event"] for e in events]
     assert kinds == ["started", "chunk", "chunk", "chunk", "chunk", "outcome"]
     assert [e["index"] for e in events[1:5]] == [1, 2, 3, 4]
@@ -81,6 +81,7 @@ def test_invoke_streams_chunks_then_the_outcome(served: ServeClient) -> None:
     )
     assert outcome["op_id"] == events[0]["op_id"]
     events = served.invoke("json.echo", {"deep": [1, {"x": None}]}, stream=False)
+    assert [e["event"] for e in events] == ["outcome"]  # no started unless asked for
     assert events[-1]["outcome"]["value"] == {"deep": [1, {"x": None}]}
 
 
@@ -133,7 +134,8 @@ def test_audit_events_on_request(served: ServeClient) -> None:
 
 
 def test_ids_and_idempotency_keys_are_checked(served: ServeClient) -> None:
-    served.request("invoke", id="same", tool="sleep", input="30", idempotency_key="k-1")
+    served.request("invoke", id="same", tool="sleep", input="30", idempotency_key="k-1",
+                   started=True)  # fmt: skip
     served.until("same", ("started",))
     error = served.call("invoke", id="same", tool="text.upper", input="x")
     assert error["error"]["code"] == "duplicate_id"
@@ -215,7 +217,7 @@ def busy_service(tool: str, value: str, wait_for: str) -> tuple[ServeClient, str
     """A configured service with one call running (past ``wait_for``), and its sandboxes."""
     client = spawn()
     hello(client)
-    running = client.request("invoke", tool=tool, input=value)
+    running = client.request("invoke", tool=tool, input=value, started=True)
     client.until(running, (wait_for,))
     sandboxes = sandboxes_of(client)
     assert sandboxes
