@@ -103,16 +103,17 @@ def add_supervisor_options(parser: argparse.ArgumentParser, *, adapters_required
         help="memory limit per worker, e.g. 512M, or none (default 512M)",
     )
     add(
-        "--audit-log",
-        metavar="FILE",
-        help="append one JSON line per sandboxed call to FILE (the call's audit event)",
-    )
-    add(
         "--pids",
         type=_count,
         default=defaults.pids,
         metavar="N",
         help=f"process limit per worker, or none (default {defaults.pids})",
+    )
+
+    add(
+        "--audit-log",
+        metavar="FILE",
+        help="append one JSON line per sandboxed call to FILE (the call's audit event)",
     )
 
 
@@ -148,7 +149,12 @@ def add_scripted_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="use the built-in example (the demo's tools and example adapters)",
     )
-    group.add_argument("--name", default=None, help="the script tool's name (default: tools)")
+    group.add_argument(
+        "--name",
+        default=None,
+        help="the script tool's name (default: shop with --example, "
+        "else the ScriptedTool's own, else tools)",
+    )
 
 
 def load_object(spec: str) -> Any:

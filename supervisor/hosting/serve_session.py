@@ -238,6 +238,8 @@ class ServeSession:
             raise wire.RequestError(
                 "sandbox_unavailable", f"{exc} (run `sandvisor doctor`)"
             ) from None
+        except ValueError as exc:  # an adapter module that cannot be found, a bad policy
+            raise wire.RequestError("bad_config", str(exc)) from None
         except Exception as exc:
             raise wire.RequestError("start_failed", f"{type(exc).__name__}: {exc}") from None
         if scripted is not None:

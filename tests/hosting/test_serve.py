@@ -182,7 +182,7 @@ def test_every_bad_request_gets_one_clear_error_and_the_service_lives_on() -> No
     # configuration errors
     assert client.call("hello", adapters=[])["error"]["code"] == "bad_config"
     error = client.call("hello", adapters=["no_such_module_xyz:registry"])
-    assert error["error"]["code"] in ("bad_config", "start_failed")
+    assert error["error"]["code"] == "bad_config" and "not installed" in error["error"]["message"]
     error = client.call("hello", adapters=[EXAMPLES], policy={"memory_bytes": 1})
     assert error["error"]["code"] == "bad_config" and "memory" in error["error"]["message"]
     hello(client, policy={"env": {"GREETING": "hi"}, "pids": None})
