@@ -23,7 +23,6 @@ import argparse
 import json
 import logging
 import math
-import signal
 from typing import Any
 
 import trio
@@ -221,41 +220,44 @@ def build_server(tools: McpTools, *, version: str) -> Any:
 async def serve_mcp_stdio(
     scripted: ScriptedTool, supervisor_kwargs: dict[str, Any] | None, deadline: float | None
 ) -> None:
-    """Serve over stdio until the client closes stdin (or SIGTERM/SIGINT)."""
-    from mcp.server.stdio import stdio_server
+    """Serve over stdio until the client closes stdin, or SIGTERM/SIGINT (then the
+    supervisor cancels its calls cooperatively and closes its workers). stdin and stdout
+    are trio streams, so a signal never waits for a blocked read."""
+    from supervisor.hosting.stdio import protocol_fds, stop_on_signals
 
-    from worker_runtime import __version__
+    with protocol_fds() as (fd_in, fd_out):
+        source = trio.lowlevel.FdStream(fd_in)
+        sink = trio.lowlevel.FdStream(fd_out)
+        async with source, sink, trio.open_nursery() as nursery:
+            stop = nursery.cancel_scope.cancel
+            nursery.start_soon(stop_on_signals, stop, nursery.cancel_scope)
+            sup = Supervisor(**supervisor_kwargs) if supervisor_kwargs else None
+            if sup is None:
+                await _serve(scripted, None, deadline, source, sink)
+            else:
+                async with sup:
+                    from supervisor.hosting.scripted_bridge import add_sandboxed_tools
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_cancel_on_signals, nursery.cancel_scope)
-        sup = Supervisor(**supervisor_kwargs) if supervisor_kwargs else None
-        if sup is None:
-            await _serve(scripted, None, deadline, stdio_server, __version__)
-        else:
-            async with sup:
-                from supervisor.hosting.scripted_bridge import add_sandboxed_tools
-
-                add_sandboxed_tools(
-                    scripted, sup.tools, lambda name: sup.tool_callback(name, deadline=deadline)
-                )
-                await _serve(scripted, sup, deadline, stdio_server, __version__)
-        nursery.cancel_scope.cancel()
+                    add_sandboxed_tools(
+                        scripted, sup.tools, lambda name: sup.tool_callback(name, deadline=deadline)
+                    )
+                    await _serve(scripted, sup, deadline, source, sink)
+            nursery.cancel_scope.cancel()
 
 
 async def _serve(
     scripted: ScriptedTool, sup: Supervisor | None, deadline: float | None,
-    stdio_server: Any, version: str,
+    source: trio.abc.ReceiveStream, sink: trio.abc.SendStream,
 ) -> None:  # fmt: skip
-    server = build_server(McpTools(scripted, sup, deadline=deadline), version=version)
-    async with stdio_server() as (read_stream, write_stream):
+    from mcp.server.stdio import stdio_server
+
+    from supervisor.hosting.stdio import LineReader, TextWriter
+    from worker_runtime import __version__
+
+    server = build_server(McpTools(scripted, sup, deadline=deadline), version=__version__)
+    streams = stdio_server(stdin=LineReader(source), stdout=TextWriter(sink))  # type: ignore[arg-type]
+    async with streams as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-async def _cancel_on_signals(scope: trio.CancelScope) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for _ in signals:
-            scope.cancel()  # the supervisor's close still cancels its calls in order
-            return
 
 
 # -- the command --------------------------------------------------------------------------------

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
-import signal
 import socket
 import struct
-from collections.abc import Callable, Iterator
 
 import trio
 
@@ -34,6 +31,7 @@ from supervisor.hosting.cli_common import (
     policy_from,
 )
 from supervisor.hosting.serve_session import ServeDefaults, ServeSession, serve_stream
+from supervisor.hosting.stdio import protocol_fds, stop_on_signals
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -102,30 +100,8 @@ class ServeError(Exception):
 # -- stdio ------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _protocol_fds() -> Iterator[tuple[int, int]]:
-    """Private copies of fds 0 and 1 for the protocol; fd 0 becomes /dev/null and fd 1
-    stderr meanwhile. Restored (with their blocking mode) afterwards."""
-    proto_in, proto_out = os.dup(0), os.dup(1)
-    saved_in, saved_out = os.dup(0), os.dup(1)
-    flags = [fcntl.fcntl(fd, fcntl.F_GETFL) for fd in (proto_in, proto_out)]
-    null = os.open(os.devnull, os.O_RDONLY)
-    try:
-        os.dup2(null, 0)
-        os.dup2(2, 1)
-        yield proto_in, proto_out
-    finally:
-        for fd, flag in zip((saved_in, saved_out), flags, strict=True):
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(fd, fcntl.F_SETFL, flag)
-        os.dup2(saved_in, 0)
-        os.dup2(saved_out, 1)
-        for fd in (null, saved_in, saved_out):
-            os.close(fd)
-
-
 async def serve_stdio(defaults: ServeDefaults) -> None:
-    with _protocol_fds() as (fd_in, fd_out):
+    with protocol_fds() as (fd_in, fd_out):
         source = trio.lowlevel.FdStream(fd_in)
         sink = trio.lowlevel.FdStream(fd_out)
         async with source, sink, trio.open_nursery() as nursery:
@@ -135,19 +111,7 @@ async def serve_stdio(defaults: ServeDefaults) -> None:
                 nursery.cancel_scope.cancel()  # done: stop listening for signals
 
             session: ServeSession = await nursery.start(serve)
-            nursery.start_soon(_stop_on_signals, session.request_stop, nursery.cancel_scope)
-
-
-async def _stop_on_signals(stop: Callable[[], None], hard: trio.CancelScope) -> None:
-    """SIGTERM/SIGINT: ``stop()`` (an orderly stop); a second one cancels ``hard``."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        stopping = False
-        async for _ in signals:
-            if stopping:
-                hard.cancel()
-                return
-            stopping = True
-            stop()
+            nursery.start_soon(stop_on_signals, session.request_stop, nursery.cancel_scope)
 
 
 # -- Unix socket ------------------------------------------------------------------------------
@@ -169,7 +133,7 @@ async def serve_socket(path: str, defaults: ServeDefaults) -> None:
         sock.listen(16)
         async with trio.SocketListener(sock) as listener, trio.open_nursery() as nursery:
             server = _SocketServer(listener, defaults)
-            nursery.start_soon(_stop_on_signals, server.stop, nursery.cancel_scope)
+            nursery.start_soon(stop_on_signals, server.stop, nursery.cancel_scope)
             await server.run()
             nursery.cancel_scope.cancel()
     finally:

@@ -5,12 +5,15 @@ cancellation as a cooperative cancel (seen in the audit log), errors, and the en
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import trio
 from hosting_helpers import child_env, descendants, read_audit
@@ -136,3 +139,31 @@ async def test_a_missed_deadline_is_an_error_result_with_its_outcome() -> None:
         result = await session.call_tool("shop", {"commands": "echo 30 | feed.fetch; echo $?"})
         assert result.structured_content["stdout"] == "125\n"  # the exit status in the script
         assert "outcome unknown" in result.structured_content["stderr"]
+
+
+def test_sigterm_stops_an_idle_server_in_order() -> None:
+    """A client that neither writes nor closes stdin: SIGTERM still ends the server at once
+    (no thread stuck reading stdin), its workers with it, exit 0."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "mcp", "--example"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=child_env(),
+    )  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}  # fmt: skip
+        server.stdin.write(json.dumps(initialize).encode() + b"\n")
+        server.stdin.flush()
+        reply = json.loads(server.stdout.readline())
+        assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "sandvisor"
+        workers = psutil.Process(server.pid).children(recursive=True)
+        assert workers
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(10) == 0
+        _, alive = psutil.wait_procs(workers, timeout=5)
+        assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
