@@ -23,6 +23,7 @@ joined by whoever stops it, and a forgotten one is stopped at interpreter exit.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -145,10 +146,12 @@ class RemoteCall:
         self._final: Ended | None = None
 
     def cancel(self) -> None:
-        """Cancel cooperatively; safe from any thread, any number of times."""
+        """Cancel cooperatively; safe from any thread, any number of times. (A host that
+        has stopped already cancelled every call it ran.)"""
         if not self._cancelled:
             self._cancelled = True
-            self._host.call_soon(self._cancel_here)
+            with contextlib.suppress(SupervisorError):
+                self._host.call_soon(self._cancel_here)
 
     def _cancel_here(self) -> None:
         if self._handle is not None:

@@ -14,6 +14,8 @@ supervisor (every worker), flush the events, then ``bye`` if it was asked for.
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from supervisor.calls import CallHandle
 from supervisor.hosting import serve_wire as wire
 from supervisor.hosting.scripted_bridge import add_sandboxed_tools
 from supervisor.ledger import DeadlineElapsed, InvalidInput, LedgerError, UnknownTool
+from supervisor.outcome import Outcome
 from supervisor.supervisor import DuplicateOperation, Supervisor, SupervisorError
 from worker_runtime import __version__
 
@@ -96,9 +99,50 @@ class OutQueue:
             await self._drained.wait()
 
 
+class _Capture:
+    """The audit event of the call the current task is running (see `_invoke`)."""
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event: CallEvent | None = None
+
+
+_CAPTURE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar(
+    "sandvisor_serve_capture", default=None
+)
+
+
+def _capture_audit(event: CallEvent) -> None:
+    """An audit callback: hand the event to the invoke running in this task, if any."""
+    capture = _CAPTURE.get()
+    if capture is not None and capture.event is None:
+        capture.event = event
+
+
+def outcome_of_event(event: CallEvent, sup: Supervisor) -> Outcome:
+    """The `Outcome` of a call whose ``invoke`` was cancelled, from its audit event (and
+    its value from the ledger, if it completed after all). ``error`` is the event's
+    (at most 256 characters); ``retryable`` is not recorded there and reads False."""
+    value = None
+    if event.status == "completed" and event.op_id is not None:
+        with contextlib.suppress(LedgerError):
+            ledger_outcome = sup.ledger.outcome(event.op_id)
+            value = getattr(ledger_outcome, "value", None)
+    return Outcome(
+        status=event.status, tool=event.tool, value=value, error=event.error,
+        error_code=event.error_code, kill_reason=event.kill_reason,
+        termination=event.termination, op_id=event.op_id, session_id=event.session_id,
+        rid=event.rid, attempt=event.attempt, idempotency_key=event.idempotency_key,
+        chunks=event.chunks, bytes_in=event.bytes_in, bytes_out=event.bytes_out,
+        queued_s=event.queued_ms / 1000, run_s=event.run_ms / 1000,
+        total_s=event.total_ms / 1000, peak_memory=event.peak_memory,
+    )  # fmt: skip
+
+
 class _Running:
-    """A request in progress that ``cancel`` can reach: a script or a reconcile runs in
-    ``scope``; an invoke runs in the supervisor, through ``handle``."""
+    """A request in progress that ``cancel`` can reach: it runs in ``scope``, or (an
+    invoke that reported ``started``) in the supervisor, through ``handle``."""
 
     __slots__ = ("calls", "handle", "scope")
 
@@ -265,6 +309,7 @@ class ServeSession:
         """The supervisor task: the supervisor, and the calls nursery inside it."""
         try:
             async with sup, trio.open_nursery() as calls:
+                sup.add_audit_callback(_capture_audit)
                 self._calls = calls
                 self.sup = sup
                 task_status.started()
@@ -306,31 +351,64 @@ class ServeSession:
 
     def start_invoke(self, sup: Supervisor, request: wire.Invoke) -> None:
         running = self._admit(request.id)
-        running.calls.start_soon(self._invoke, sup, request, running)
+        run = self._invoke_started if request.started else self._invoke
+        running.calls.start_soon(run, sup, request, running)
+
+    def _chunks(self, request: wire.Invoke) -> Callable[[str], None] | None:
+        if not request.stream:
+            return None
+        rid, index = request.id, 0
+
+        def on_chunk(text: str) -> None:
+            nonlocal index
+            index += 1
+            self.send(wire.ChunkEvent(id=rid, index=index, text=text))
+
+        return on_chunk
 
     async def _invoke(self, sup: Supervisor, request: wire.Invoke, running: _Running) -> None:
+        """``Supervisor.invoke`` in this task (the fast path). If ``cancel`` (or the end of
+        the session) cancels it, the outcome comes from the call's audit event, which the
+        supervisor emits in this very task as the call ends."""
         rid = request.id
-        on_chunk = None
-        if request.stream:
-            index = 0
+        capture = _Capture()
+        token = _CAPTURE.set(capture)
+        try:
+            with running.scope:
+                outcome = await sup.invoke(
+                    request.tool, request.input, deadline=request.deadline,
+                    on_chunk=self._chunks(request), idempotency_key=request.idempotency_key,
+                )  # fmt: skip
+                self.send(wire.OutcomeEvent(id=rid, outcome=outcome))
+                return
+            if capture.event is None:  # cancelled before the ledger took it
+                self.error(rid, "cancelled", "cancelled before it started")
+            else:
+                outcome = outcome_of_event(capture.event, sup)
+                self.send(wire.OutcomeEvent(id=rid, outcome=outcome))
+        except Exception as exc:
+            code, message = refusal(exc)
+            self.error(rid, code, message)
+        finally:
+            _CAPTURE.reset(token)
+            self._running.pop(rid, None)
 
-            def on_chunk(text: str) -> None:
-                nonlocal index
-                index += 1
-                self.send(wire.ChunkEvent(id=rid, index=index, text=text))
-
+    async def _invoke_started(
+        self, sup: Supervisor, request: wire.Invoke, running: _Running
+    ) -> None:
+        """The same through ``Supervisor.start``, to report ``started`` with the op_id."""
+        rid = request.id
         try:
             try:
                 handle = running.handle = await sup.start(
                     request.tool, request.input, deadline=request.deadline,
-                    on_chunk=on_chunk, idempotency_key=request.idempotency_key,
+                    on_chunk=self._chunks(request), idempotency_key=request.idempotency_key,
                 )  # fmt: skip
             except Exception as exc:
                 code, message = refusal(exc)
                 self.error(rid, code, message)
                 return
-            if request.started:
-                self.send(wire.Started(id=rid, op_id=handle.op_id))
+            self.send(wire.Started(id=rid, op_id=handle.op_id))
             if running.scope.cancel_called:
                 outcome = await handle.cancel()
             else:
