@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -49,7 +49,7 @@ SERVE_TARGET = 2.0
 
 def trio_batch(
     count: int, tool: str = TOOL, value: str = VALUE
-) -> Callable[[Supervisor], object]:
+) -> Callable[[Supervisor], Awaitable[list[float]]]:
     """A batch of timed invokes, run inside the supervisor's own trio run."""
 
     async def batch(sup: Supervisor) -> list[float]:
@@ -108,7 +108,7 @@ def bench_asyncio(rounds: int, batch: int, tool: str = TOOL, value: str = VALUE)
                     out = await sup.invoke(tool, value)
                     times.append(time.perf_counter() - began)
                     assert out.status == "completed"
-                baseline = await sup.call_in_host(trio_batch(batch, tool, value))
+                baseline: list[float] = await sup.call_in_host(trio_batch(batch, tool, value))
                 pairs.add(times, baseline)
 
     asyncio.run(main())

@@ -47,7 +47,7 @@ class ServeClient:
             env=env,
         )  # fmt: skip
         assert process.stdin is not None and process.stdout is not None
-        client = cls(process.stdout, process.stdin)
+        client = cls(process.stdout, process.stdin)  # type: ignore[arg-type]
         client.process = process
         threading.Thread(target=client._drain_stderr, daemon=True).start()
         return client

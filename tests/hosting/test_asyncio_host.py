@@ -181,9 +181,12 @@ def test_handles_stream_to_the_loop_and_cancel_with_an_outcome() -> None:
     async def main(sup: AsyncioSupervisor) -> None:
         chunks: list[str] = []
         got = asyncio.Event()
-        handle = await sup.start(
-            "progress.count", "1000/0.02", on_chunk=lambda t: (chunks.append(t), got.set())
-        )
+
+        def on_chunk(text: str) -> None:
+            chunks.append(text)
+            got.set()
+
+        handle = await sup.start("progress.count", "1000/0.02", on_chunk=on_chunk)
         assert handle.op_id is not None and not handle.done
         await asyncio.wait_for(got.wait(), 10)
         # cancelling a wait for the outcome leaves the call running

@@ -19,6 +19,7 @@ import trio
 from hosting_helpers import child_env, descendants, read_audit
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
+from mcp.types import TextContent
 
 from supervisor.scripted import prompts
 
@@ -36,6 +37,13 @@ async def mcp_session(*options: str, errlog: Any = None) -> AsyncIterator[Client
     ):
         await session.initialize()
         yield session
+
+
+def text_of(result: Any) -> str:
+    """The text of a tool result (one TextContent)."""
+    (content,) = result.content
+    assert isinstance(content, TextContent)
+    return content.text
 
 
 async def audit_until(path: Path, count: int) -> list[dict[str, Any]]:
@@ -64,35 +72,35 @@ async def test_tools_scripts_discovery_and_progress(tmp_path: Path) -> None:
         result = await session.call_tool("shop", {"commands": script})
         assert not result.is_error
         assert result.structured_content["exit_code"] == 0
-        assert "total" in result.content[0].text and "anvil" in result.content[0].text
+        assert "total" in text_of(result) and "anvil" in text_of(result)
 
         result = await session.call_tool("shop", {"commands": "get_product --id 99"})
         assert result.is_error and result.structured_content["exit_code"] == 1
-        assert "no product 99" in result.content[0].text
+        assert "no product 99" in text_of(result)
 
         result = await session.call_tool("shop_discover", {"all": True})
-        assert "catalogue" in result.content[0].text and "sandboxed" in result.content[0].text
+        assert "catalogue" in text_of(result) and "sandboxed" in text_of(result)
         result = await session.call_tool("shop_discover", {"commands": "discover; ls"})
         assert result.is_error
 
         result = await session.call_tool("stock.check", {"sku": "rope"})
-        assert json.loads(result.content[0].text) == {"checked": {"sku": "rope"}, "ok": True}
+        assert json.loads(text_of(result)) == {"checked": {"sku": "rope"}, "ok": True}
         assert result.structured_content["status"] == "completed"
         result = await session.call_tool("report.render", {"text": "wrong field"})
-        assert result.is_error and "input" in result.content[0].text
+        assert result.is_error and "input" in text_of(result)
         with pytest.raises(MCPError, match="unknown tool"):
             await session.call_tool("no.such.tool", {})
 
-        progress: list[tuple[float, str | None]] = []
+        seen: list[tuple[float, str | None]] = []
 
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            progress.append((value, message))
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, message))
 
         result = await session.call_tool(
             "archive.export", {"input": "4"}, progress_callback=on_progress
         )
-        assert result.content[0].text == "exported 4 batches"
-        assert progress == [(float(i), f"exported batch {i}/4") for i in range(1, 5)]
+        assert text_of(result) == "exported 4 batches"
+        assert seen == [(float(i), f"exported batch {i}/4") for i in range(1, 5)]
         assert result.structured_content["chunks"] == 4
     with trio.fail_after(10):
         while {p.pid for p in descendants()} - before:
@@ -104,7 +112,7 @@ async def test_mcp_cancellation_is_a_cooperative_cancel(tmp_path: Path) -> None:
     async with mcp_session("--audit-log", str(audit)) as session:
         first = trio.Event()
 
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             first.set()
 
         async with trio.open_nursery() as nursery:
@@ -135,7 +143,7 @@ async def test_a_missed_deadline_is_an_error_result_with_its_outcome() -> None:
         assert result.is_error
         assert result.structured_content["status"] == "indeterminate"
         assert result.structured_content["kill_reason"] == "deadline"
-        assert "outcome unknown" in result.content[0].text
+        assert "outcome unknown" in text_of(result)
         result = await session.call_tool("shop", {"commands": "echo 30 | feed.fetch; echo $?"})
         assert result.structured_content["stdout"] == "125\n"  # the exit status in the script
         assert "outcome unknown" in result.structured_content["stderr"]

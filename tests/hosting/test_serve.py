@@ -39,7 +39,8 @@ def hello(client: ServeClient, **fields: Any) -> dict[str, Any]:
 
 def sandboxes_of(client: ServeClient) -> list[psutil.Process]:
     assert client.process is not None
-    return psutil.Process(client.process.pid).children(recursive=True)
+    children: list[psutil.Process] = psutil.Process(client.process.pid).children(recursive=True)
+    return children
 
 
 def all_gone(processes: list[psutil.Process], timeout: float = 5.0) -> bool:
