@@ -74,6 +74,14 @@ def test_an_asyncio_program_calls_streams_and_closes_clean() -> None:
         )
         assert out.status == "completed" and out.chunks == 5
         assert seen == [(str(i), loop_thread) for i in range(1, 6)]  # in order, in the loop
+        calls: list[str] = []
+
+        def failing(text: str) -> None:
+            calls.append(text)
+            raise RuntimeError("a broken progress display")
+
+        out = await sup.invoke("progress.count", "3", on_chunk=failing)
+        assert (out.status, calls) == ("completed", ["1"])  # logged, then no more chunks
         outs = await asyncio.gather(*(sup.invoke("text.reverse", f"ab{i}") for i in range(12)))
         assert [o.value for o in outs] == [f"ab{i}"[::-1] for i in range(12)]
 

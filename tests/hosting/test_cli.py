@@ -15,6 +15,7 @@ import pytest
 from hosting_helpers import SANDVISOR, child_env
 
 from supervisor.cli import COMMANDS, main
+from supervisor.demo import Display, Row, table
 
 HOSTING_COMMANDS = ("demo", "script", "tools", "serve", "mcp")
 
@@ -152,3 +153,24 @@ def test_the_demo_summary_as_json() -> None:
         ("archive.export", "cancelled"),
     ]  # fmt: skip
     assert all(r["as_designed"] for r in summary["rows"])
+
+
+def test_the_demo_display_redraws_one_line_on_a_terminal() -> None:
+    stream = io.StringIO()
+    display = Display(stream, live=True)
+    display.progress("tool", "step 1")
+    display.progress("tool", "step 2")
+    display.say("done")
+    assert stream.getvalue() == ("\r\x1b[2K    tool: step 1\r\x1b[2K    tool: step 2\ndone\n")
+    plain = io.StringIO()
+    Display(plain, live=False).progress("tool", "step 1")
+    assert plain.getvalue() == "    tool: step 1\n"
+    quiet = io.StringIO()
+    Display(quiet, live=True, quiet=True).say("nothing")
+    assert quiet.getvalue() == ""
+    rows = [Row("1", "a.tool", "completed", 0.5, "fine", "completed"),
+            Row("2", "b", "failed", 1.25, "", "cancelled")]  # fmt: skip
+    lines = table(rows).splitlines()
+    assert lines[0].split() == ["step", "tool", "status", "time", "note"]
+    assert "0.50 s" in lines[2] and "1.25 s" in lines[3]
+    assert [r.as_designed for r in rows] == [True, False]
