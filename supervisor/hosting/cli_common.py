@@ -31,13 +31,10 @@ def fail(command: str, message: str, code: int = EXIT_FAILED) -> int:
 
 
 def _count(text: str) -> int | None:
+    """A limit: a whole number of at least 1, or ``none``."""
     if text.strip().lower() in ("none", "unlimited", "off"):
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number or none") from None
-    return value
+    return _positive_int(text)
 
 
 def _positive_int(text: str) -> int:
