@@ -245,7 +245,13 @@ def run(args: argparse.Namespace) -> int:
     from sandbox.errors import SandboxUnavailable
     from sandbox.policy import SandboxPolicy
     from sandbox.probe import require
-    from supervisor.hosting.cli_common import EXIT_FAILED, EXIT_NO_SANDBOX, EXIT_OK, fail
+    from supervisor.hosting.cli_common import (
+        EXIT_FAILED,
+        EXIT_INTERRUPTED,
+        EXIT_NO_SANDBOX,
+        EXIT_OK,
+        fail,
+    )
 
     try:
         require(SandboxPolicy())
@@ -256,6 +262,9 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     try:
         rows = trio.run(run_demo, display)
+    except KeyboardInterrupt:
+        display.say()
+        return fail("demo", "interrupted", EXIT_INTERRUPTED)
     except SandboxUnavailable as exc:
         return fail("demo", f"this machine cannot sandbox: {exc} (run `sandvisor doctor`)",
                     EXIT_NO_SANDBOX)  # fmt: skip

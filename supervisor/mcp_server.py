@@ -307,6 +307,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         trio.run(serve_mcp_stdio, scripted, kwargs, args.deadline)
+    except KeyboardInterrupt:  # only before the signal handler is installed
+        return EXIT_FAILED
     except SandboxUnavailable as exc:
         return fail("mcp", f"{exc} (run `sandvisor doctor`)", EXIT_NO_SANDBOX)
     except Exception as exc:

@@ -3,8 +3,9 @@
 and one-line errors.
 
 Exit codes (docs/cli.md): 0 done, 1 failed (the line on stderr says why), 2 bad usage,
-125 this machine cannot sandbox (run `sandvisor doctor`). `sandvisor script` exits with
-the script's own status instead of 0/1.
+125 this machine cannot sandbox (run `sandvisor doctor`), 130 interrupted (Ctrl-C; the
+running calls were cancelled and every worker closed first). `sandvisor script` exits
+with the script's own status instead of 0/1.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NO_SANDBOX = 125
+EXIT_INTERRUPTED = 130
 
 
 def fail(command: str, message: str, code: int = EXIT_FAILED) -> int:

@@ -19,6 +19,7 @@ import trio
 
 from supervisor.hosting.cli_common import (
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_NO_SANDBOX,
     EXIT_OK,
     EXIT_USAGE,
@@ -96,6 +97,8 @@ def with_sandboxed_tools(
 
     try:
         return trio.run(main)
+    except KeyboardInterrupt:
+        return fail(command, "interrupted", EXIT_INTERRUPTED)
     except SandboxUnavailable as exc:
         return fail(command, f"{exc} (run `sandvisor doctor`)", EXIT_NO_SANDBOX)
     except (ValueError, OSError) as exc:

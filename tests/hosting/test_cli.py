@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import subprocess
 import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from hosting_helpers import SANDVISOR, child_env
 
@@ -174,3 +176,19 @@ def test_the_demo_display_redraws_one_line_on_a_terminal() -> None:
     assert lines[0].split() == ["step", "tool", "status", "time", "note"]
     assert "0.50 s" in lines[2] and "1.25 s" in lines[3]
     assert [r.as_designed for r in rows] == [True, False]
+
+
+def test_ctrl_c_stops_the_demo_with_one_line_and_nothing_left() -> None:
+    demo = subprocess.Popen([*SANDVISOR, "demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=child_env())  # fmt: skip
+    assert demo.stdout is not None
+    for line in demo.stdout:  # wait until the workers are up
+        if line.startswith("sandvisor demo: 2 sandboxed workers up"):
+            break
+    workers = psutil.Process(demo.pid).children(recursive=True)
+    demo.send_signal(signal.SIGINT)
+    _, err = demo.communicate(timeout=30)
+    assert demo.returncode == 130
+    assert one_line(err) == "sandvisor demo: interrupted"
+    _, alive = psutil.wait_procs(workers, timeout=5)
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
