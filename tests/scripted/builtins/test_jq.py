@@ -7,6 +7,7 @@ import json
 import pytest
 from text_support import oracle, oracle_available, out, run
 
+from supervisor.scripted.builtins.jq_tool.command import run_jq
 from supervisor.scripted.builtins.jq_tool.output import format_number
 from supervisor.scripted.builtins.jq_tool.program import compile_wrapped
 
@@ -103,8 +104,12 @@ def test_arguments() -> None:
 
 
 def test_arguments_do_not_recompile() -> None:
+    # The compile cache lives in the process that runs the filter: the jq engine child
+    # runs run_jq, and consecutive calls go to the same child (see test_jq_engine.py).
     compile_wrapped.cache_clear()
     for i in range(5):
+        result = run_jq(["--arg", "id", str(i), "-r", "$id"], "null")
+        assert (result.stdout, result.exit_code) == (f"{i}\n", 0)
         assert out("jq", "--arg", "id", str(i), "-r", "$id", stdin="null") == f"{i}\n"
     assert compile_wrapped.cache_info().misses == 1
 

@@ -1,8 +1,9 @@
 """``jq``: the jq 1.6 command over libjq (the ``jq`` package), reading stdin only.
 
-One call: parse the options, wrap and compile the filter (cached), feed libjq the
-context and the input in one slurped text, then walk the tagged results the way jq 1.6's
-``main.c`` does, per input: print outputs, report an uncaught error as
+This runs inside a jq engine child (``engine.py``), never in the host. One call: parse
+the options, wrap and compile the filter (cached), feed libjq the context and the input
+in one slurped text, then walk the tagged results the way jq 1.6's ``main.c`` does, per
+input: print outputs, report an uncaught error as
 ``jq: error (at <stdin>:N): ...``, and keep the status of the *last* input (a jq 1.6
 quirk: an error on an earlier input does not change the exit status).
 """
@@ -47,6 +48,7 @@ class _Run:
     out: list[str] = field(default_factory=list)
     err: list[str] = field(default_factory=list)
     size: int = 0
+    err_size: int = 0
     ret: int = 0
     exact: bool = False
     current: int = 14
@@ -74,11 +76,17 @@ class _Run:
             return  # jq 1.6: error(null) ends this input's results without a message
         at = self.position(self.index)
         if isinstance(value, str):
-            self.err.append(f"jq: error (at {at}): {runtime_message(value)}\n")
+            self.message(f"jq: error (at {at}): {runtime_message(value)}\n")
         else:
             text = dump(value, None, False, False)
-            self.err.append(f"jq: error (at {at}) (not a string): {text}\n")
+            self.message(f"jq: error (at {at}) (not a string): {text}\n")
         self.current = 5
+
+    def message(self, text: str) -> None:
+        """stderr is bounded like stdout (an error per input can print a whole value)."""
+        self.err_size += len(text)
+        check_size(self.err_size)
+        self.err.append(text)
 
     def halt(self, detail: object) -> None:
         self.exact = True
@@ -88,9 +96,9 @@ class _Run:
         message, code = detail
         self.current = int(code) if isinstance(code, int | float) else 5
         if isinstance(message, str):
-            self.err.append(message)
+            self.message(message)
         elif message is not None:
-            self.err.append(dump(message, None, False, False) + "\n")
+            self.message(dump(message, None, False, False) + "\n")
 
     def end_of_input(self) -> None:
         self.ret = self.current
@@ -163,7 +171,9 @@ def _valid_prefix(text: str) -> tuple[list[Any], str]:
             return values, str(exc).removeprefix("parse error: ")
 
 
-def jq(args: list[str], stdin: str | None) -> CommandResult:
+def run_jq(args: list[str], stdin: str | None) -> CommandResult:
+    """The whole jq command in this process: what the jq engine child runs (libjq
+    holds the GIL for as long as a filter runs: hosts call ``jq_tool.jq`` instead)."""
     try:
         opts = parse_options(args)
     except JqUsageError as err:
