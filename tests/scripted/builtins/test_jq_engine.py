@@ -5,6 +5,7 @@ replaced when killed, never orphaned, and nothing leaks. Real processes, real si
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -181,6 +182,17 @@ async def test_cancelling_the_caller_kills_the_child(pool: JqEnginePool) -> None
     assert scope.cancelled_caught
     assert gone(pid) and pool.engines() == []
     assert (await acall(pool, ".", stdin="3")).stdout == "3\n"
+
+
+async def test_an_awaitable_dropped_unawaited_frees_its_engine(pool: JqEnginePool) -> None:
+    pending = pool.jq(["-n", "def f: f; f"], None)  # a starting child: the call waits
+    assert not isinstance(pending, CommandResult)
+    (pid,) = pool.engines()
+    with pytest.warns(RuntimeWarning, match="never awaited"):
+        del pending
+        gc.collect()
+    assert gone(pid) and pool.engines() == []
+    assert (await acall(pool, ".", stdin="1")).stdout == "1\n"
 
 
 # ------------------------------------------------------------------ memory and crashes

@@ -138,29 +138,48 @@ class Call:
                 while True:
                     reply = self._step()
                     if reply is not None:
+                        if reply.retire:  # out of memory: its teardown must not block
+                            await self._discard_async()
                         return self._done(reply)
-                    engine = self.engine
-                    if self.pending:
-                        await anyio.wait_writable(engine.req_w)
-                    else:
-                        await anyio.wait_readable(engine.rep_r)
+                    await self._wait_async()
             raise _Timeout
+        except GeneratorExit:  # closed, never to be awaited again: clean up right here
+            self._fail(_Timeout())
+            raise
         except BaseException as exc:
-            engine, self.engine = self.engine, None
-            if engine is not None:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self.pool.discard, engine)
+            await self._discard_async()
             return self._fail(exc)
+
+    async def _wait_async(self) -> None:
+        engine = self.engine
+        assert engine is not None
+        if self.pending:
+            await anyio.wait_writable(engine.req_w)
+        else:
+            await anyio.wait_readable(engine.rep_r)
+
+    async def _discard_async(self) -> None:
+        """Kill and reap the engine on a worker thread (shielded: it must finish)."""
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.pool.discard, engine)
+
+    def abandon(self) -> None:
+        """The awaitable was dropped without being awaited to the end: free the engine."""
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            self.pool.discard(engine)
 
     # ------------------------------------------------------------------ outcomes
 
     def _done(self, reply: JqReply) -> CommandResult:
         engine, self.engine = self.engine, None
-        assert engine is not None
-        if reply.retire:
-            self.pool.discard(engine)
-        else:
-            self.pool.give_back(engine)
+        if engine is not None:
+            if reply.retire:
+                self.pool.discard(engine)
+            else:
+                self.pool.give_back(engine)
         return CommandResult(from_wire(reply.stdout), from_wire(reply.stderr), reply.status)
 
     def _fail(self, exc: BaseException) -> CommandResult:

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Awaitable
 
 from supervisor.scripted.contract import CommandResult, execution_deadline
@@ -69,7 +70,11 @@ class JqEnginePool:
         result = call.try_now()
         if result is not None:
             return result
-        return call.finish_async() if in_event_loop() else call.finish_sync()
+        if not in_event_loop():
+            return call.finish_sync()
+        pending = call.finish_async()
+        weakref.finalize(pending, call.abandon)  # dropped unawaited: no engine stays busy
+        return pending
 
     # ------------------------------------------------------------------ engines
 
