@@ -6,8 +6,9 @@ the worker supervisor, and the reverse.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from supervisor._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     "Supervisor": "supervisor.supervisor",
@@ -18,9 +19,12 @@ _LAZY: dict[str, str] = {
     "CallEvent": "supervisor.audit",
     "AuditStream": "supervisor.audit",
     "WorkerUnavailable": "supervisor.pool",
+    "AsyncioSupervisor": "supervisor.hosting.asyncio_host",
+    "SyncSupervisor": "supervisor.hosting.sync_host",
 }
 
 __all__ = [
+    "AsyncioSupervisor",
     "AuditStream",
     "CallEvent",
     "CallHandle",
@@ -28,6 +32,7 @@ __all__ = [
     "Outcome",
     "Supervisor",
     "SupervisorError",
+    "SyncSupervisor",
     "WorkerUnavailable",
 ]
 assert sorted(__all__) == sorted(_LAZY)
@@ -35,15 +40,11 @@ assert sorted(__all__) == sorted(_LAZY)
 if TYPE_CHECKING:
     from supervisor.audit import AuditStream, CallEvent
     from supervisor.calls import CallHandle
+    from supervisor.hosting.asyncio_host import AsyncioSupervisor
+    from supervisor.hosting.sync_host import SyncSupervisor
     from supervisor.outcome import Outcome
     from supervisor.pool import WorkerUnavailable
     from supervisor.supervisor import DuplicateOperation, Supervisor, SupervisorError
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'supervisor' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

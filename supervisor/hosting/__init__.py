@@ -7,8 +7,9 @@ dedicated trio thread (`host_thread`); see docs/hosting.md. The command-line hos
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from supervisor._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     "AsyncioSupervisor": "supervisor.hosting.asyncio_host",
@@ -41,10 +42,4 @@ if TYPE_CHECKING:
     from supervisor.hosting.sync_host import SyncAuditStream, SyncCallHandle, SyncSupervisor
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'supervisor.hosting' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -6,8 +6,9 @@ pulls in the interpreter, ``jsonschema`` and ``jq`` only when they are used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from supervisor._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     "ScriptedTool": "supervisor.scripted.scripted_tool",
@@ -60,10 +61,4 @@ if TYPE_CHECKING:
     from supervisor.tools.trace import ExecutionTrace, TraceEntry
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'supervisor.scripted' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -17,11 +17,11 @@ import contextvars
 import dataclasses
 import functools
 import importlib.metadata
-import sys
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
+from supervisor._loops import in_event_loop
 from supervisor.scripted import prompts
 from supervisor.scripted.contract import ExecResult, ExecutionLimits, ScriptRequest
 from supervisor.tools.context import RequestScope, current_request
@@ -298,17 +298,6 @@ def _thread_runner() -> asyncio.Runner:
     return box.runner
 
 
-def _in_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        return True
-    trio = sys.modules.get("trio")
-    return trio is not None and bool(trio.lowlevel.in_trio_run())
-
-
 def _run_here(
     make: Callable[[], Coroutine[Any, Any, T]], backend: Backend, context: contextvars.Context
 ) -> T:
@@ -329,7 +318,7 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]], backend: Backend) -
     if backend not in ("asyncio", "trio"):
         raise ValueError(f"unknown backend {backend!r}")
     context = contextvars.copy_context()
-    if not _in_event_loop():
+    if not in_event_loop():
         return _run_here(make, backend, context)
     outcome: list[Any] = []
 

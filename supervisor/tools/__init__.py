@@ -7,8 +7,9 @@ when a registry is built.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from supervisor._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     "ToolDef": "supervisor.tools.definition",
@@ -81,10 +82,4 @@ if TYPE_CHECKING:
     from supervisor.tools.trace import ExecutionTrace, InvocationKind, InvocationTrace, TraceEntry
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'supervisor.tools' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -12,15 +12,14 @@ its parent's children. `configure` replaces its limits.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import os
-import sys
 import threading
 import time
 import weakref
 from collections.abc import Awaitable
 
+from supervisor._loops import in_event_loop
 from supervisor.scripted.contract import CommandResult, execution_deadline
 
 from .calls import Call
@@ -28,18 +27,6 @@ from .engine import EngineFailure, JqEngine
 from .limits import STOPPED_STATUS, JqLimits, mib
 from .spawner import host_spawner
 from .wire import request_frame
-
-
-def in_event_loop() -> bool:
-    """Whether this thread is running an asyncio or trio event loop right now."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        return True
-    trio = sys.modules.get("trio")
-    return trio is not None and bool(trio.lowlevel.in_trio_run())
 
 
 class JqEnginePool:
