@@ -281,7 +281,8 @@ def prepare_launch(
         trees: list[tuple[str, int, bool]] = []
         for index, (bind, st) in enumerate(sources):
             seen_as = bind.source  # the path bwrap binds from
-            if not binds.reachable(bind.source, uid):
+            # A source under STAGE is pinned too: the stage tmpfs would hide its path.
+            if not binds.reachable(bind.source, uid) or _is_within(bind.source, STAGE):
                 tree = binds.pin(checked[index], bind.source)
                 opened.append(tree)
                 seen_as = f"{STAGE}/b{index}"
@@ -355,3 +356,7 @@ def _hand_over_program(seccomp_write: int) -> None:
 def command_for(argv: Sequence[str]) -> Command:
     """A `Command` for a plain program and its arguments."""
     return Command(tuple(argv))
+
+
+def _is_within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")

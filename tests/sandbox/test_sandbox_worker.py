@@ -16,7 +16,7 @@ from sandbox_helpers import PREFIX
 
 from sandbox.errors import PolicyError
 from sandbox.launch import Command, prepare_launch
-from sandbox.policy import SandboxPolicy
+from sandbox.policy import Bind, SandboxPolicy
 from sandbox.pyworker import SITE, python_command, worker_command
 from sandbox.runner import run
 from sandbox.spawn import spawn
@@ -113,6 +113,32 @@ def test_the_worker_sees_only_its_modules() -> None:
         "sandbox": False,
         "cryptography": False,
     }
+
+
+@pytest.mark.bwrap
+@pytest.mark.cgroup
+def test_a_bind_under_tmp_is_seen_beside_pinned_sources(tmp_path: Path) -> None:
+    # The interpreter's prefix (under the 0700 /root here) is pinned and staged on a
+    # tmpfs at /tmp in the child; a checkout under /tmp (a CI clone) must stay visible.
+    assert str(tmp_path).startswith("/tmp/")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "note.txt").write_text("seen\n")
+    shared.chmod(0o755)
+    for parent in (tmp_path, *tmp_path.parents):
+        if str(parent) != "/":
+            parent.chmod(parent.stat().st_mode | 0o005)
+    base = python_command("json.tool")
+    script = "print(open('/opt/shared/note.txt').read(), end='')"
+    command = Command(
+        (base.argv[0], "-S", "-P", "-c", script),
+        (*base.binds, Bind(str(shared), "/opt/shared")),
+        base.env,
+        base.masks,
+    )
+    result = run(SandboxPolicy(), command, timeout=30)
+    assert result.reason == "exited", result.stderr
+    assert result.stdout == b"seen\n"
 
 
 def _read_line(fd: int, reader: LineReader, timeout: float = 20.0) -> bytes:
