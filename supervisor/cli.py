@@ -38,7 +38,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sandvisor",
         description="Safe, bounded, cancellable tool calls for LLM agents.",
-        epilog="Run `sandvisor COMMAND --help` for the options of one command.",
+        epilog=(
+            "Run `sandvisor COMMAND --help` for the options and exit statuses of one command.\n"
+            "Common exit statuses: 0 done, 1 failed (one line on stderr says why), 2 bad usage,\n"
+            "125 this machine cannot sandbox (see `sandvisor doctor`), 130 interrupted.\n"
+            "`exec` exits with the program's own status, 124 on its wall timeout, 128+N when\n"
+            "signal N killed it. Details: docs/cli.md."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_module, help_text) in COMMANDS.items():
