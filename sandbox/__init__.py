@@ -64,20 +64,23 @@ The pieces:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from .errors import (
-    ContainmentError,
-    LaunchError,
-    PolicyError,
-    SandboxError,
-    SandboxUnavailable,
-)
-from .policy import Bind, SandboxPolicy
+# Not `typing.TYPE_CHECKING`: importing typing (and re, enum...) would weigh on the fork
+# server, which imports this package. Type checkers treat the name as true.
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
+    from typing import Any
+
+    from .errors import (
+        ContainmentError,
+        LaunchError,
+        PolicyError,
+        SandboxError,
+        SandboxUnavailable,
+    )
     from .handle import Sandbox
     from .launch import Command, LaunchPlan, prepare_launch
+    from .policy import Bind, SandboxPolicy
     from .probe import ProbeReport
     from .pyworker import python_command, worker_command
     from .runner import RunResult, run
@@ -105,9 +108,18 @@ __all__ = [
     "worker_command",
 ]
 
-# Imported on first use: `from sandbox import SandboxPolicy` stays light (no ctypes,
-# psutil or subprocess machinery), which matters to code that only builds policies.
+# Everything is imported on first use: `from sandbox import SandboxPolicy` stays light (no
+# ctypes, psutil or subprocess machinery), and the fork server, which imports only
+# `sandbox.childsetup` and `sandbox.linux`, pays for nothing else (each module it holds
+# makes every fork it does dearer).
 _LAZY = {
+    "Bind": "policy",
+    "SandboxPolicy": "policy",
+    "ContainmentError": "errors",
+    "LaunchError": "errors",
+    "PolicyError": "errors",
+    "SandboxError": "errors",
+    "SandboxUnavailable": "errors",
     "Sandbox": "handle",
     "Command": "launch",
     "LaunchPlan": "launch",

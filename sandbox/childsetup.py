@@ -1,71 +1,140 @@
-"""The staged path's ``preexec_fn``: runs in the forked child, as root, before bwrap.
+"""What a sandbox's first process does before it becomes bwrap: in the child, as root.
 
-Used when a launch needs what only code in the child can do: map the caller's fds onto
-exact numbers (a worker's protocol pipes on 3 and 4), or attach pinned bind sources that
-the sandbox's uid could not reach by path. In order: remap fds, join the cgroups (so
-nothing of the sandbox ever runs outside them), set rlimits, stage pinned trees in a
-private mount namespace, drop to the sandbox uid, arm ``PR_SET_PDEATHSIG`` (after the
-uid change, which clears it) and check the parent is still there (bwrap #633).
+Two callers run it: the child a fork server clones (`sandbox.forkserver_main`), and the
+``preexec_fn`` of the raw `subprocess.Popen` protocol (`ChildSetup`). In order: put the
+given fds on their exact numbers, join the cgroups (so nothing of the sandbox ever runs
+outside them), set rlimits, stage pinned trees in a private mount namespace, drop to the
+sandbox uid, arm ``PR_SET_PDEATHSIG`` (after the uid change, which clears it) and check
+the parent is still there (bwrap #633).
+
+This module imports only ``os``, ``fcntl``, ``resource`` and `sandbox.linux`: the fork
+server imports it, and every module it holds makes each of its forks dearer.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import json
 import os
 import resource
-import signal
-from dataclasses import dataclass
 
 from . import linux
-from .termination import SETUP_ERROR_KEY
 
 #: In the child's private mount namespace a tmpfs here holds the staged mounts. bwrap
 #: mounts its own root over /tmp and finds them again at /oldroot/tmp.
 STAGE = "/tmp"
 
+#: The status-channel key of a set-up error (`sandbox.termination.BwrapStatus` reads it).
+SETUP_ERROR_KEY = "sandvisor-setup-error"
 
-@dataclass(frozen=True)
+#: SIGKILL's number on every architecture the seccomp filter supports (x86_64, aarch64);
+#: a constant, so the fork server need not import ``signal`` (and with it ``enum``).
+SIGKILL = 9
+
+FdMap = tuple[tuple[int, int], ...]  # (child fd, parent fd)
+Limits = tuple[tuple[int, int, int], ...]  # (resource, soft, hard)
+Trees = tuple[tuple[str, int, bool], ...]  # (stage path, tree fd, is dir)
+
+
+def remap_fds(fd_map: FdMap) -> None:
+    """Each parent fd onto its child number, inheritable; the sources are first copied
+    above every target, so no source is overwritten before it is used."""
+    base = max(64, max((target for target, _ in fd_map), default=2) + 1)
+    temps = [(target, fcntl.fcntl(src, fcntl.F_DUPFD_CLOEXEC, base)) for target, src in fd_map]
+    for target, temp in temps:
+        os.dup2(temp, target, inheritable=True)
+
+
+def enter_cgroups(join_fds: tuple[int, ...]) -> None:
+    """Write ``0`` (this process, or on v1 ``tasks`` this thread) to each join file."""
+    for fd in join_fds:
+        os.write(fd, b"0")
+
+
+def set_limits(rlimits: Limits) -> None:
+    for res, soft, hard in rlimits:
+        resource.setrlimit(res, (soft, hard))
+
+
+def stage_trees(trees: Trees) -> None:
+    """Attach the pinned bind sources at their stage paths, in a private mount namespace."""
+    if not trees:
+        return
+    linux.unshare_mount_namespace()
+    linux.make_mounts_private_slaves()
+    linux.mount_tmpfs(STAGE, "mode=0755,size=64k")
+    for path, tree_fd, is_dir in trees:
+        if is_dir:
+            os.mkdir(path)
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+        linux.attach_tree(tree_fd, path)
+
+
+def become(uid: int, parent_pid: int) -> None:
+    """Drop to the sandbox uid for good, then die with the parent (checked still alive)."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    linux.set_parent_death_signal(SIGKILL)
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), SIGKILL)  # the parent died before we armed it
+
+
+def set_up(
+    fd_map: FdMap,
+    join_fds: tuple[int, ...],
+    rlimits: Limits,
+    trees: Trees,
+    uid: int,
+    parent_pid: int,
+) -> None:
+    """Every step, in order."""
+    remap_fds(fd_map)
+    enter_cgroups(join_fds)
+    set_limits(rlimits)
+    stage_trees(trees)
+    become(uid, parent_pid)
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
 class ChildSetup:
-    fd_map: tuple[tuple[int, int], ...]  # (child fd, parent fd)
-    cgroup_fds: tuple[int, ...]
-    rlimits: tuple[tuple[int, int, int], ...]
-    trees: tuple[tuple[str, int, bool], ...]  # (stage path, tree fd, is dir)
-    uid: int
-    parent_pid: int
-    status_fd: int  # where a set-up error is reported (the parent's number, still open)
+    """The ``preexec_fn`` of the raw `subprocess.Popen` protocol: `set_up`, and on failure
+    a set-up error on the status channel (the parent's fd number, still open) first."""
+
+    __slots__ = ("cgroup_fds", "fd_map", "parent_pid", "rlimits", "status_fd", "trees", "uid")
+
+    def __init__(
+        self,
+        *,
+        fd_map: FdMap,
+        cgroup_fds: tuple[int, ...],
+        rlimits: Limits,
+        trees: Trees,
+        uid: int,
+        parent_pid: int,
+        status_fd: int,
+    ) -> None:
+        self.fd_map = fd_map
+        self.cgroup_fds = cgroup_fds
+        self.rlimits = rlimits
+        self.trees = trees
+        self.uid = uid
+        self.parent_pid = parent_pid
+        self.status_fd = status_fd
 
     def __call__(self) -> None:
         try:
-            self._run()
+            set_up(
+                self.fd_map, self.cgroup_fds, self.rlimits, self.trees, self.uid, self.parent_pid
+            )
         except BaseException as exc:
-            line = json.dumps({SETUP_ERROR_KEY: f"{type(exc).__name__}: {exc}"}) + "\n"
+            import contextlib  # loaded already in a host; never in the fork server
+            import json
+
+            line = json.dumps({SETUP_ERROR_KEY: describe(exc)}) + "\n"
             with contextlib.suppress(OSError):
                 os.write(self.status_fd, line.encode())
             raise
-
-    def _run(self) -> None:
-        temps = [(t, fcntl.fcntl(src, fcntl.F_DUPFD_CLOEXEC, 64)) for t, src in self.fd_map]
-        for target, temp in temps:
-            os.dup2(temp, target, inheritable=True)
-        for fd in self.cgroup_fds:
-            os.write(fd, b"0")
-        for res, soft, hard in self.rlimits:
-            resource.setrlimit(res, (soft, hard))
-        if self.trees:
-            linux.unshare_mount_namespace()
-            linux.make_mounts_private_slaves()
-            linux.mount_tmpfs(STAGE, "mode=0755,size=64k")
-            for path, tree_fd, is_dir in self.trees:
-                if is_dir:
-                    os.mkdir(path)
-                else:
-                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
-                linux.attach_tree(tree_fd, path)
-        os.setgroups([])
-        os.setresgid(self.uid, self.uid, self.uid)
-        os.setresuid(self.uid, self.uid, self.uid)
-        linux.set_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != self.parent_pid:
-            os.kill(os.getpid(), signal.SIGKILL)  # the parent died before we armed it

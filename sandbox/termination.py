@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .cgroups import CgroupCounters
-
-SETUP_ERROR_KEY = "sandvisor-setup-error"
+from .childsetup import SETUP_ERROR_KEY
 
 Reason = Literal["exited", "signal", "timeout", "cpu", "memory", "pids", "killed", "setup"]
 
