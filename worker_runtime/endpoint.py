@@ -41,7 +41,8 @@ class Endpoint(Generic[In, Out]):
 
     def receive(self, line: bytes) -> Out:
         """Consume one line from the peer (without its LF); a defect kills the connection."""
-        self._check_usable()
+        if self._dead is not None:
+            self._check_usable()
         try:
             return self._apply(self._opener.open(line))
         except ProtocolError as exc:

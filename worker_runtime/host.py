@@ -28,9 +28,10 @@ from .errors import (
     UnexpectedEof,
     UnexpectedMessage,
     UnknownRequest,
+    UnknownTool,
 )
 from .keys import DirectionalKeys
-from .limits import DEFAULT_MAX_IN_FLIGHT, MAX_NONCE_CHARS, is_id
+from .limits import DEFAULT_MAX_IN_FLIGHT, ID_MATCH, MAX_NONCE_CHARS, is_id
 from .messages import (
     Cancel,
     CancelResult,
@@ -198,6 +199,10 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         """Calls in flight by rid (read-only view: chunks, chunk_bytes, cancel, ...)."""
         return MappingProxyType(self._calls)
 
+    def call(self, rid: str) -> Call | None:
+        """The call in flight as ``rid``, or None (cheaper than `calls` for one look-up)."""
+        return self._calls.get(rid)
+
     @property
     def ids_used(self) -> int:
         return len(self._rules.ids)
@@ -240,35 +245,39 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         attempt: int = 1,
         deadline_ms: int | None = None,
     ) -> tuple[str, bytes]:
-        """Start a call; returns its minted rid and the line."""
-        self._check_sendable()
-        if not is_id(idempotency_key):
+        """Start a call; returns its minted rid and the line.
+
+        The hot path: each rule is checked once, in the order the worker checks it."""
+        if self._dead is not None or not self._opened or self._closing:
+            self._check_sendable()
+        if not isinstance(idempotency_key, str) or ID_MATCH(idempotency_key) is None:
             raise Refused("bad_id", "idempotency_key must be 1..128 bytes of [a-z0-9._-]")
-        if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+        if type(attempt) is not int and (not isinstance(attempt, int) or isinstance(attempt, bool)):
+            raise Refused("bad_attempt", "attempt must be an int >= 1")
+        if attempt < 1:
             raise Refused("bad_attempt", "attempt must be an int >= 1")
         if deadline_ms is not None and (
             not isinstance(deadline_ms, int) or isinstance(deadline_ms, bool) or deadline_ms < 0
         ):
             raise Refused("bad_deadline", "deadline_ms must be None or an int >= 0")
-        rid = self._peek_id("r")
-        reserve = sum(1 for c in self._calls.values() if c.cid is None) + 1
+        rid = f"r{self._counter + 1}"
+        calls = self._calls
+        # every call in flight (this one too) keeps an id free for its cancel
+        reserve = sum(1 for c in calls.values() if c.cid is None) + 1 if calls else 1
+        rules = self._rules
+        grant = rules.grants.get(tool)
         try:
-            grant = self._rules.grant_for(tool)
+            if grant is None:
+                raise UnknownTool(f"tool {tool!r} is not granted")
             payload = make_payload(value, grant.format, "invoke input")
-            grant, size = self._rules.check_invoke(rid, tool, payload, extra_reserved=reserve)
+            grant, size = rules.check_invoke(rid, tool, payload, extra_reserved=reserve)
         except StateViolation as exc:
             raise Refused.because(exc) from None
         line = self._sealer.seal(
-            Invoke,
-            rid=rid,
-            tool=tool,
-            payload=payload,
-            attempt=attempt,
-            idempotency_key=idempotency_key,
-            deadline_ms=deadline_ms,
-        )
-        self._take_id()
-        self._rules.admit_invoke(_HostCall(rid, grant, idempotency_key, size))
+            Invoke, rid, tool, payload, attempt, idempotency_key, deadline_ms
+        )  # rid, tool, payload, attempt, idempotency_key, deadline_ms
+        self._counter += 1
+        rules.admit_invoke(_HostCall(rid, grant, idempotency_key, size))
         return rid, line
 
     def cancel(self, rid: str) -> tuple[str, bytes]:
@@ -349,19 +358,23 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
 
     def _apply(self, msg: WorkerMessage) -> HostEvent | None:
         """Receiver check 10: is this authentic frame valid now? Returns the event."""
+        kind = type(msg)
+        if kind is Result and self._ready is not None:  # the hot path first
+            return self._on_result(msg)  # type: ignore[arg-type]
         if self._ready is None:
-            if not isinstance(msg, Ready) or not self._opened:
+            if kind is not Ready or not self._opened:
                 raise UnexpectedMessage(f"{_kind(msg)} before ready")
-            return self._on_ready(msg)
-        if isinstance(msg, Chunk):
-            return self._on_chunk(msg)
-        if isinstance(msg, Result | Error):
-            return self._on_terminal(msg)
-        if isinstance(msg, CancelResult):
-            return self._on_cancel_result(msg)
-        if isinstance(msg, Reconciled):
-            return self._on_reconciled(msg)
-        if isinstance(msg, Pong):
+            return self._on_ready(msg)  # type: ignore[arg-type]
+        if kind is Chunk:
+            return self._on_chunk(msg)  # type: ignore[arg-type]
+        if kind is Error:
+            return self._on_error(msg)  # type: ignore[arg-type]
+        if kind is CancelResult:
+            return self._on_cancel_result(msg)  # type: ignore[arg-type]
+        if kind is Reconciled:
+            return self._on_reconciled(msg)  # type: ignore[arg-type]
+        if kind is Pong:
+            assert isinstance(msg, Pong)
             if msg.nonce not in self._pings:
                 raise UnexpectedMessage(f"pong {msg.nonce!r} without a matching ping")
             self._pings.discard(msg.nonce)
@@ -391,23 +404,27 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         self._rules.admit_chunk(call, size)
         return ChunkReceived(msg.rid, msg.index, msg.text)
 
-    def _on_terminal(self, msg: Result | Error) -> HostEvent | None:
-        call = self._in_flight(msg.rid, _kind(msg))
+    def _on_result(self, msg: Result) -> ResultReceived | None:
+        call = self._calls.get(msg.rid)
+        if call is None:
+            raise UnknownRequest(f"result for {msg.rid!r}, which is not in flight")
         if call.held is not None:
             raise UnexpectedMessage(f"a second terminal frame for {msg.rid!r}")
-        event: ResultReceived | ErrorReceived
-        if isinstance(msg, Result):
-            check_payload(
-                msg.payload,
-                call.grant.format,
-                call.grant.max_output_bytes,
-                OutputTooLarge,
-                "result",
-            )
-            event = ResultReceived(msg.rid, msg.payload)
-        else:
-            check_message_text(msg.message, "error message")
-            event = ErrorReceived(msg.rid, msg.code, msg.message, msg.retryable)
+        grant = call.grant
+        check_payload(msg.payload, grant.format, grant.max_output_bytes, OutputTooLarge, "result")
+        event = ResultReceived(msg.rid, msg.payload)
+        if call.cancel == CANCEL_REQUESTED:
+            call.held = event  # reported only once too_late arrives
+            return None
+        self._finish(call)
+        return event
+
+    def _on_error(self, msg: Error) -> ErrorReceived | None:
+        call = self._in_flight(msg.rid, "error")
+        if call.held is not None:
+            raise UnexpectedMessage(f"a second terminal frame for {msg.rid!r}")
+        check_message_text(msg.message, "error message")
+        event = ErrorReceived(msg.rid, msg.code, msg.message, msg.retryable)
         if call.cancel == CANCEL_REQUESTED:
             call.held = event  # reported only once too_late arrives
             return None

@@ -26,6 +26,8 @@ TAG_HEX_CHARS: Final = 64
 MAX_ID_BYTES: Final = 128
 ID_PATTERN: Final = r"^[a-z0-9._-]{1,128}\Z"
 _ID_RE: Final = re.compile(ID_PATTERN)
+#: ``ID_MATCH(text)`` is a match (not None) for a valid id; text must be a str.
+ID_MATCH: Final = _ID_RE.match
 
 #: Distinct request ids per session, rid and cid together (section 5).
 MAX_SESSION_IDS: Final = 4096

@@ -3,7 +3,11 @@
 Bodies are a tagged union on ``type``; unknown fields and wrong types are rejected at
 decode (receiver check 5). ``v``, ``sid`` and ``seq`` are plain ints/strings on purpose:
 their *values* are checked afterwards (checks 6-8), so each failure gets its own error.
-Ids are checked by pattern at decode; sizes, depths and state are checked by the
+A new id (a ``rid``/``cid`` the host mints, an idempotency key, an error code, the tools
+of ``ready``) is checked by pattern at decode. A field that must equal an id the receiver
+issued or granted (the ``rid`` of a ``result``, the ``tool`` of an ``invoke``) is a `Ref`:
+the receiver's look-up checks it exactly, which implies the grammar, and a regex at decode
+would cost more than the rest of the decode. Sizes, depths and state are checked by the
 connections (check 10).
 """
 
@@ -13,9 +17,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .limits import ID_PATTERN, MAX_NONCE_CHARS
+from .limits import ID_PATTERN, MAX_ID_BYTES, MAX_NONCE_CHARS
 
 Id = Annotated[str, msgspec.Meta(pattern=ID_PATTERN)]
+#: An id that must equal one the receiver issued or granted (its look-up checks it).
+Ref = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_BYTES)]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Nonce = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NONCE_CHARS)]
@@ -106,7 +112,7 @@ class Open(Body, tag="open", frozen=True):
 
 class Invoke(Body, tag="invoke", frozen=True):
     rid: Id
-    tool: Id
+    tool: Ref
     payload: Payload
     attempt: Positive
     idempotency_key: Id
@@ -115,13 +121,13 @@ class Invoke(Body, tag="invoke", frozen=True):
 
 class Cancel(Body, tag="cancel", frozen=True):
     cid: Id
-    rid: Id
-    tool: Id
+    rid: Ref
+    tool: Ref
 
 
 class Reconcile(Body, tag="reconcile", frozen=True):
     rid: Id
-    tool: Id
+    tool: Ref
     operation_key: Id
 
 
@@ -143,34 +149,34 @@ class Ready(Body, tag="ready", frozen=True):
 
 
 class Chunk(Body, tag="chunk", frozen=True):
-    rid: Id
+    rid: Ref
     index: Positive
     text: str
 
 
 class Result(Body, tag="result", frozen=True):
-    rid: Id
+    rid: Ref
     payload: Payload
 
 
 class Error(Body, tag="error", frozen=True):
-    rid: Id
+    rid: Ref
     code: Id
     message: str
     retryable: bool
 
 
 class CancelResult(Body, tag="cancel_result", frozen=True):
-    cid: Id
-    rid: Id
-    tool: Id
+    cid: Ref
+    rid: Ref
+    tool: Ref
     outcome: Outcome
 
 
 class Reconciled(Body, tag="reconciled", frozen=True):
-    rid: Id
-    tool: Id
-    operation_key: Id
+    rid: Ref
+    tool: Ref
+    operation_key: Ref
     status: Status
 
 

@@ -58,11 +58,15 @@ def check_payload(
     payload: Payload, fmt: str, limit: int, too_large: type[StateViolation], what: str
 ) -> int:
     """Check format, depth and size against a grant; return the size in bytes."""
-    if (fmt == "text") != isinstance(payload, TextPayload):
-        raise FormatMismatch(f"{what} is {_format_of(payload)}, the grant says {fmt}")
-    if isinstance(payload, JsonPayload) and json_depth_exceeds(payload.value):
-        raise PayloadTooDeep(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
-    size = payload_size(payload)
+    if type(payload) is TextPayload and fmt == "text":  # the common case, inline
+        value = payload.value
+        size = len(value) if value.isascii() else payload_size(payload)
+    else:
+        if (fmt == "text") != isinstance(payload, TextPayload):
+            raise FormatMismatch(f"{what} is {_format_of(payload)}, the grant says {fmt}")
+        if isinstance(payload, JsonPayload) and json_depth_exceeds(payload.value):
+            raise PayloadTooDeep(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+        size = payload_size(payload)
     if size > limit:
         raise too_large(f"{what} is {size} bytes, the grant allows {limit}")
     return size

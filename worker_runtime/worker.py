@@ -54,7 +54,7 @@ from .messages import (
     Succeeded,
     UnknownState,
 )
-from .payloads import check_payload, clip_message, make_payload, payload_size
+from .payloads import check_payload, clip_message, make_payload
 from .rules import (
     CANCEL_REQUESTED,
     CANCEL_UNSUPPORTED,
@@ -135,7 +135,8 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
         self._owed_too_late: dict[str, tuple[str, str]] = {}  # cid -> (rid, tool)
         self._owed_reconciles: dict[str, tuple[str, str]] = {}  # rid -> (tool, key)
         self._owed_pongs: list[str] = []
-        self._memory: OrderedDict[tuple[str, str], Status] = OrderedDict()
+        #: (tool, key) -> (status, payload bytes it holds), oldest first
+        self._memory: OrderedDict[tuple[str, str], tuple[Status, int]] = OrderedDict()
         self._memory_bytes = 0
 
     # -- what the driver reads -----------------------------------------------------------
@@ -167,7 +168,7 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
             if not isinstance(msg, Open):
                 raise UnexpectedMessage(f"{_kind(msg)} before open")
             return self._on_open(msg)
-        if isinstance(msg, Invoke):
+        if type(msg) is Invoke:
             return self._on_invoke(rules, msg)
         if isinstance(msg, Cancel):
             return self._on_cancel(rules, msg)
@@ -198,9 +199,10 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
         return Opened(list(msg.grants), msg.max_in_flight)
 
     def _on_invoke(self, rules: SessionRules[Call], msg: Invoke) -> InvokeReceived:
+        # Not remembered as Running here: `reconciled` answers running for any call in
+        # flight, and the call's end is remembered (so its key moves to the newest slot).
         grant, size = rules.check_invoke(msg.rid, msg.tool, msg.payload)
         rules.admit_invoke(Call(msg.rid, grant, msg.idempotency_key, size))
-        self._remember(msg.tool, msg.idempotency_key, Running(), 0)
         return InvokeReceived(
             msg.rid, msg.tool, msg.payload.value, msg.attempt, msg.idempotency_key, msg.deadline_ms
         )
@@ -265,10 +267,11 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
         ``payload_too_deep``) if the output breaks the grant: send an `error` instead.
         """
         call = self._terminal_call(rid)
+        grant = call.grant
         try:
-            payload = make_payload(value, call.grant.format, "result")
-            check_payload(
-                payload, call.grant.format, call.grant.max_output_bytes, OutputTooLarge, "result"
+            payload = make_payload(value, grant.format, "result")
+            size = check_payload(
+                payload, grant.format, grant.max_output_bytes, OutputTooLarge, "result"
             )
         except StateViolation as exc:
             raise Refused.because(exc) from None
@@ -276,7 +279,7 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
             line = self._sealer.seal(Result, rid, payload)  # rid, payload
         except Refused as exc:
             raise Refused("output_too_large", str(exc)) from None
-        return self._finish(call, line, Succeeded(payload), payload_size(payload))
+        return self._finish(call, line, Succeeded(payload), size)
 
     def error(self, rid: str, code: str, message: str, retryable: bool = False) -> bytes:
         """The terminal failure of ``rid`` (plus ``too_late`` if a cancel is pending)."""
@@ -330,7 +333,8 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
         if asked is None:
             raise Refused("not_owed", f"no reconcile {rid!r} is pending")
         tool, key = asked
-        status = self._memory.get(asked, UnknownState())
+        remembered = self._memory.get(asked)
+        status = UnknownState() if remembered is None else remembered[0]
         if self._rules and any(
             c.tool == tool and c.idempotency_key == key for c in self._rules.in_flight.values()
         ):
@@ -358,7 +362,8 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
     # -- internals -----------------------------------------------------------------------
 
     def _terminal_call(self, rid: str) -> Call:
-        self._check_usable()
+        if self._dead is not None:
+            self._check_usable()
         call = self._rules.in_flight.get(rid) if self._rules else None
         if call is None:
             raise Refused("not_in_flight", f"{rid!r} is not in flight")
@@ -382,24 +387,17 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
     def _remember(self, tool: str, key: str, status: Status, size: int) -> None:
         """Record the latest state of an operation for `reconcile` (bounded)."""
         slot = (tool, key)
-        old = self._memory.pop(slot, None)
-        if isinstance(old, Succeeded | Failed):
-            self._memory_bytes -= _status_bytes(old)
+        memory = self._memory
+        old = memory.pop(slot, None)
+        if old is not None:
+            self._memory_bytes -= old[1]
         if size > MAX_LINE_BYTES:
             return  # could never be answered in one frame: forget it (answers unknown)
-        self._memory[slot] = status
+        memory[slot] = (status, size)
         self._memory_bytes += size
-        while len(self._memory) > RECONCILE_MEMORY or self._memory_bytes > RECONCILE_MEMORY_BYTES:
-            _, dropped = self._memory.popitem(last=False)
-            self._memory_bytes -= _status_bytes(dropped)
-
-
-def _status_bytes(status: Status) -> int:
-    if isinstance(status, Succeeded):
-        return payload_size(status.payload)
-    if isinstance(status, Failed):
-        return len(status.message)
-    return 0
+        while len(memory) > RECONCILE_MEMORY or self._memory_bytes > RECONCILE_MEMORY_BYTES:
+            _, (_, dropped) = memory.popitem(last=False)
+            self._memory_bytes -= dropped
 
 
 def _kind(msg: HostMessage) -> str:
