@@ -60,6 +60,44 @@ class Unavailable(AdapterError):
     retryable = True
 
 
+_TOKEN_LOCK = threading.Lock()
+
+
+class _Token:
+    """A cancellation flag that makes its `threading.Event` only when someone waits on
+    it: most calls never wait, and an Event costs a Condition and two locks per call.
+
+    `set` writes the flag before it looks for the event; `wait` publishes the event
+    before it reads the flag: whichever order the two threads run in, a waiter sees the
+    flag or is woken by the event.
+    """
+
+    __slots__ = ("_event", "flag")
+
+    def __init__(self) -> None:
+        self.flag = False
+        self._event: threading.Event | None = None
+
+    def set(self) -> None:
+        self.flag = True
+        event = self._event
+        if event is not None:
+            event.set()
+
+    def wait(self, timeout: float | None) -> bool:
+        if self.flag:
+            return True
+        event = self._event
+        if event is None:
+            with _TOKEN_LOCK:
+                event = self._event
+                if event is None:
+                    event = self._event = threading.Event()
+        if self.flag:
+            return True
+        return event.wait(timeout)
+
+
 class Context:
     """One call's view of the session: its cancellation token, deadline and chunk stream."""
 
@@ -90,14 +128,14 @@ class Context:
         self.idempotency_key = idempotency_key
         #: `time.monotonic()` value by which the host wants an answer, or None.
         self.deadline = deadline
-        self._token = threading.Event()
+        self._token = _Token()
         self._emit = emit
         self._abort_hooks: list[Callable[[], None]] = []
 
     @property
     def cancelled(self) -> bool:
         """True once the host asked to cancel this call (or the session is going down)."""
-        return self._token.is_set()
+        return self._token.flag
 
     def wait_cancelled(self, timeout: float | None = None) -> bool:
         """Sleep until cancelled or ``timeout`` seconds pass; True if cancelled."""
@@ -105,7 +143,7 @@ class Context:
 
     def raise_if_cancelled(self) -> None:
         """Raise `Cancelled` (the acknowledgement) if the token is set."""
-        if self._token.is_set():
+        if self._token.flag:
             raise Cancelled()
 
     def remaining(self) -> float | None:

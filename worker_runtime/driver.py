@@ -1,14 +1,21 @@
-"""The worker session loop: frames on the main thread, each call on a thread of its own.
+"""The worker session loop: one reader at a time, and each call run by the thread that read it.
 
-The main thread reads fd-in, splits lines and feeds `WorkerConnection`, so a `cancel` is
-read and delivered while synchronous adapters run. Call threads are reused: starting a
-thread costs more than a whole trivial call, so an idle one takes the next call.
+Handing a call to another thread (waking it, passing it the GIL) costs more than a
+trivial call, so the thread that reads an ``invoke`` runs the adapter itself, *inline*.
+While it does, another thread must read fd-in, so that a ``cancel`` reaches the running
+adapter: a *standby* thread watches the inline call and, once it has run for
+`TAKEOVER_AFTER`, takes over the reading; the old reader finishes its call as a plain
+runner and then becomes the standby (or a parked spare). When complete frames already
+wait behind an ``invoke`` of a tool that has not proved quick, the reader hands its
+role to the standby at once instead, so that those calls run concurrently from the
+start. The standby checks every `POLL_INTERVAL` while calls arrive and sleeps once the
+session has been quiet for `IDLE_POLLS` checks (the next inline call wakes it).
 
-One lock guards the connection and the queue of sealed frames (sealing and queueing
-happen together, so frames leave in sequence order); one writer at a time drains the
-queue with an ``os.write`` loop. A fatal error
-sets every token, runs the calls' abort hooks and ends the process at once (exit 2),
-without waiting for adapters that ignore their token.
+One lock guards the connection, the roles and the queue of sealed frames (sealing and
+queueing happen together, so frames leave in sequence order); one writer at a time
+drains the queue with an ``os.write`` loop. A fatal error sets every token, runs the
+calls' abort hooks and ends the process at once (exit 2), without waiting for adapters
+that ignore their token.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, NoReturn
 
 from .adapters import Adapter, AdapterError, AdapterRegistry, Cancelled, Context
@@ -44,6 +50,40 @@ EXIT_BOOTSTRAP = 3
 
 IMPL = "sandvisor-worker-python"
 READ_CHUNK = 65536
+#: Seconds an inline call runs before the standby takes over the reading.
+TAKEOVER_AFTER = 0.001
+#: Seconds between two looks of the standby at the inline call, while calls arrive.
+POLL_INTERVAL = 0.001
+#: Looks without a new inline call after which the standby sleeps until woken.
+IDLE_POLLS = 50
+#: A tool whose last `QUICK_STREAK` calls each took less than `QUICK_CALL` seconds is
+#: run inline even when more frames wait (they wait at most about that long).
+QUICK_CALL = 0.0005
+QUICK_STREAK = 4
+
+_now = time.monotonic
+
+
+class _Hand:
+    """One session thread; its role lives in the driver (reader, standby, or neither)."""
+
+    __slots__ = ("signalled", "wake")
+
+    def __init__(self) -> None:
+        self.wake = threading.Lock()  # released to wake the thread: see `_signal`
+        self.wake.acquire()
+        self.signalled = False
+
+
+class _Job:
+    """An invoke to run: the adapter, its context and its input value."""
+
+    __slots__ = ("adapter", "ctx", "value")
+
+    def __init__(self, adapter: Adapter, ctx: Context, value: Any) -> None:
+        self.adapter = adapter
+        self.ctx = ctx
+        self.value = value
 
 
 class WorkerDriver:
@@ -61,13 +101,24 @@ class WorkerDriver:
         self._fd_in = fd_in
         self._fd_out = fd_out
         self._version = version
-        self._lock = threading.Lock()  # the connection, the queue, the contexts
+        self._lock = threading.Lock()  # the connection, roles, queue, contexts
         self._write_lock = threading.Lock()  # one writer drains the queue at a time
         self._queue: list[bytes] = []
         self._contexts: dict[str, Context] = {}
         self._conn: WorkerConnection | None = None
+        self._lines = LineReader()
         self._dying = False
-        self._idle: list[_CallThread] = []  # list.append/pop are atomic: no lock needed
+        self._done = threading.Lock()  # released when the session closed cleanly
+        self._done.acquire()
+        # roles (under the lock)
+        self._reader: _Hand | None = None
+        self._standby: _Hand | None = None
+        self._standby_sleeping = False
+        self._spares: list[_Hand] = []
+        self._inline: _Job | None = None  # the reader's own call, while it runs it
+        self._inline_since = 0.0
+        self._inline_count = 0
+        self._quick: dict[str, int] = {}  # tool -> calls in a row under QUICK_CALL
 
     # -- the main thread ---------------------------------------------------------------
 
@@ -87,40 +138,16 @@ class WorkerDriver:
         except (BootstrapError, OSError) as exc:
             _diag(f"bad bootstrap: {exc}")
             return EXIT_BOOTSTRAP
-        conn = WorkerConnection(
+        self._conn = WorkerConnection(
             boot.session_id, derive_keys(boot.session_key), self._registry.formats()
         )
-        self._conn = conn
-        reader = LineReader()
+        first = self._reader = _Hand()
+        self._start(first)
         try:
-            while True:
-                line = reader.next_line()
-                if line is None:
-                    data = os.read(self._fd_in, READ_CHUNK)
-                    if data:
-                        reader.feed(data)
-                        continue
-                    reader.feed_eof()
-                    line = reader.next_line()
-                    if line is None:
-                        with self._lock:
-                            conn.receive_eof()
-                        return EXIT_CLOSED  # not reached: EOF before close raises
-                with self._lock:
-                    event = conn.receive(line)
-                    closing = self._handle(conn, event)
-                self._flush()
-                if closing:
-                    return EXIT_CLOSED
-        except ProtocolError as exc:
-            self._die(f"protocol violation ({exc.code}): {exc}")
-        except OSError as exc:
-            self._die(f"reading the host's frames failed: {exc}")
+            self._done.acquire()
         except KeyboardInterrupt:
             self._die("interrupted")
-        except Exception as exc:  # a bug here must still end the session closed
-            _diag_exception("driver", exc)
-            self._die(f"internal error: {type(exc).__name__}")
+        return EXIT_CLOSED
 
     def _read_exact(self, n: int) -> bytes:
         out = b""
@@ -131,28 +158,186 @@ class WorkerDriver:
             out += chunk
         return out
 
-    def _handle(self, conn: WorkerConnection, event: WorkerEvent) -> bool:
-        """Act on one event (lock held); True when the session closed cleanly."""
-        if isinstance(event, InvokeReceived):
-            self._start_call(event)
-        elif isinstance(event, CancelReceived):
+    # -- session threads -----------------------------------------------------------------
+
+    def _start(self, hand: _Hand) -> None:
+        threading.Thread(target=self._hand_main, args=(hand,), name="session", daemon=True).start()
+
+    def _hand_main(self, hand: _Hand) -> None:
+        try:
+            while True:
+                if self._reader is hand:
+                    self._read(hand)
+                elif self._standby is hand:
+                    self._watch(hand)
+                else:  # a spare: wait for a role
+                    hand.wake.acquire()
+                    with self._lock:
+                        hand.signalled = False
+        except ProtocolError as exc:
+            self._die(f"protocol violation ({exc.code}): {exc}")
+        except OSError as exc:
+            self._die(f"reading the host's frames failed: {exc}")
+        except BaseException as exc:  # a bug here must still end the session closed
+            _diag_exception("driver", exc)
+            self._die(f"internal error: {type(exc).__name__}")
+
+    def _signal(self, hand: _Hand) -> None:
+        """Wake ``hand`` to look at its role again (lock held)."""
+        if not hand.signalled:
+            hand.signalled = True
+            hand.wake.release()
+
+    def _read(self, hand: _Hand) -> None:
+        """As the reader: frames in, events handled, invokes run; returns once ``hand``
+        is no longer the reader."""
+        conn = self._conn
+        assert conn is not None
+        lines = self._lines
+        while True:
+            line = lines.next_line()
+            if line is None:
+                data = os.read(self._fd_in, READ_CHUNK)
+                if data:
+                    lines.feed(data)
+                    continue
+                lines.feed_eof()
+                line = lines.next_line()
+                if line is None:
+                    with self._lock:
+                        conn.receive_eof()  # raises: EOF before close
+                    _park_forever()  # not reached: nothing is read after close
+            with self._lock:
+                event = conn.receive(line)
+                job = self._handle(conn, event)
+            self._flush()
+            if job is None:
+                if type(event) is CloseReceived:
+                    self._done.release()
+                    _park_forever()  # the main thread ends the process
+                elif type(event) is Opened:
+                    self._ensure_standby()  # started while the host reads `ready`
+                continue
+            if self._run_read_job(hand, job):
+                return
+
+    def _run_read_job(self, hand: _Hand, job: _Job) -> bool:
+        """Run a call the reader read; True if ``hand`` lost the reader's role meanwhile."""
+        if self._standby is None:  # only the reader empties the slot: no race to None
+            self._ensure_standby()
+        tool = job.adapter.tool
+        quick = self._quick.get(tool, 0) >= QUICK_STREAK
+        with self._lock:
+            if not quick and self._lines.has_line and self._standby is not None:
+                # frames wait behind a call that may be slow: they are read now
+                standby = self._standby
+                self._reader, self._standby = standby, None
+                self._signal(standby)
+                inline = False
+            else:
+                self._inline = job
+                self._inline_since = started = _now()
+                self._inline_count += 1
+                if self._standby_sleeping and self._standby is not None:
+                    self._standby_sleeping = False
+                    self._signal(self._standby)
+                inline = True
+        if not inline:
+            self._run(hand, job)
+            return True
+        outcome = _outcome(job.adapter, job.ctx, job.value)
+        took = _now() - started
+        self._quick[tool] = self._quick.get(tool, 0) + 1 if took < QUICK_CALL else 0
+        return self._end(hand, job.ctx, outcome)
+
+    def _run(self, hand: _Hand, job: _Job) -> None:
+        """Run a call on a thread that is not the reader."""
+        self._end(hand, job.ctx, _outcome(job.adapter, job.ctx, job.value))
+
+    def _end(self, hand: _Hand, ctx: Context, outcome: tuple[str, Any]) -> bool:
+        """Seal exactly the call's legal frames and send them; then, if ``hand`` is not
+        the reader (any more), it becomes the standby or a spare. True in that case."""
+        with self._lock:
+            if self._dying or self._conn is None or self._conn.dead:
+                return False
+            try:
+                self._queue.append(self._terminal_frames(self._conn, ctx.rid, outcome))
+            except Exception as exc:  # a bug here must not leave the call hanging
+                _diag_exception("driver", exc)
+                self._die(f"internal error ending {ctx.rid}: {type(exc).__name__}")
+            del self._contexts[ctx.rid]
+            reading = self._reader is hand
+            if reading:
+                self._inline = None
+            elif self._standby is None:
+                self._standby = hand
+            else:
+                self._spares.append(hand)
+        self._flush()
+        return not reading
+
+    def _ensure_standby(self) -> None:
+        """The reader makes sure some thread can take over from it: a spare, or a new one."""
+        with self._lock:
+            if self._standby is not None:
+                return
+            if self._spares:
+                self._standby = standby = self._spares.pop()
+                self._signal(standby)
+                return
+            self._standby = standby = _Hand()
+        self._start(standby)
+
+    def _watch(self, hand: _Hand) -> None:
+        """As the standby: take over the reading from a reader whose inline call has run
+        for `TAKEOVER_AFTER`; returns once ``hand`` is no longer the standby."""
+        quiet = 0
+        seen = -1
+        while True:
+            with self._lock:
+                if self._standby is not hand:
+                    return
+                job = self._inline
+                if job is not None and _now() - self._inline_since >= TAKEOVER_AFTER:
+                    self._reader, self._standby = hand, None
+                    self._inline = None  # the old reader finishes it as a runner
+                    return
+                if job is None and seen == self._inline_count:
+                    quiet += 1
+                else:
+                    quiet = 0
+                seen = self._inline_count
+                sleep = quiet >= IDLE_POLLS and job is None
+                self._standby_sleeping = sleep
+            got = hand.wake.acquire(True, -1 if sleep else POLL_INTERVAL)
+            with self._lock:
+                if got:
+                    hand.signalled = False
+                self._standby_sleeping = False
+
+    def _handle(self, conn: WorkerConnection, event: WorkerEvent) -> _Job | None:
+        """Act on one event (lock held); an invoke comes back as the job to run."""
+        kind = type(event)
+        if kind is InvokeReceived:
+            assert isinstance(event, InvokeReceived)
+            return self._job(event)
+        if kind is CancelReceived:
+            assert isinstance(event, CancelReceived)
             if event.finished:
                 self._queue.append(conn.too_late(event.cid))
+            elif self._adapter(event.tool).cancellable:
+                self._contexts[event.rid]._cancel()
             else:
-                adapter = self._adapter(event.tool)
-                if adapter.cancellable:
-                    self._contexts[event.rid]._cancel()
-                else:
-                    self._queue.append(conn.unsupported(event.rid))
-        elif isinstance(event, PingReceived):
+                self._queue.append(conn.unsupported(event.rid))
+        elif kind is PingReceived:
+            assert isinstance(event, PingReceived)
             self._queue.append(conn.pong(event.nonce))
-        elif isinstance(event, ReconcileReceived):
+        elif kind is ReconcileReceived:
+            assert isinstance(event, ReconcileReceived)
             self._queue.append(conn.reconciled(event.rid))
-        elif isinstance(event, Opened):
+        elif kind is Opened:
             self._queue.append(conn.ready(IMPL, self._version))
-        elif isinstance(event, CloseReceived):
-            return True
-        return False
+        return None
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -161,12 +346,11 @@ class WorkerDriver:
         assert adapter is not None  # the connection refused grants of tools not served
         return adapter
 
-    def _start_call(self, event: InvokeReceived) -> None:
-        adapter = self._adapter(event.tool)
+    def _job(self, event: InvokeReceived) -> _Job:
         rid = event.rid
         deadline = None
         if event.deadline_ms is not None:
-            deadline = time.monotonic() + event.deadline_ms / 1000
+            deadline = _now() + event.deadline_ms / 1000
 
         def emit(text: str) -> bool:
             return self._emit(rid, text)
@@ -180,32 +364,10 @@ class WorkerDriver:
             emit=emit,
         )
         self._contexts[rid] = ctx
-        runner = self._idle.pop() if self._idle else _CallThread(self._run_call)
-        runner.submit(adapter, ctx, event.value)
-
-    def _run_call(self, runner: _CallThread, adapter: Adapter, ctx: Context, value: Any) -> None:
-        """On a call thread: run the adapter, then seal exactly its legal frames."""
-        outcome = _outcome(adapter, ctx, value)
-        with self._lock:
-            if self._dying or self._conn is None or self._conn.dead:
-                return
-            try:
-                self._queue.append(self._terminal_frames(self._conn, ctx.rid, outcome))
-            except Exception as exc:  # a bug here must not leave the call hanging
-                _diag_exception("driver", exc)
-                self._die(f"internal error ending {ctx.rid}: {type(exc).__name__}")
-            del self._contexts[ctx.rid]
-        # Idle before the frame leaves: the host's next invoke then finds this thread.
-        self._idle.append(runner)
-        self._flush()
+        return _Job(self._adapter(event.tool), ctx, event.value)
 
     def _terminal_frames(self, conn: WorkerConnection, rid: str, outcome: tuple[str, Any]) -> bytes:
         kind, detail = outcome
-        if kind == "cancelled":
-            call = conn.call(rid)
-            if call is not None and call.cancel == CANCEL_REQUESTED:
-                return conn.acknowledge(rid)
-            return conn.error(rid, "adapter_error", "adapter raised Cancelled without a cancel")
         if kind == "result":
             try:
                 return conn.result(rid, detail)
@@ -216,6 +378,11 @@ class WorkerDriver:
                     else "invalid_output"
                 )
                 return conn.error(rid, code, str(exc))
+        if kind == "cancelled":
+            call = conn.call(rid)
+            if call is not None and call.cancel == CANCEL_REQUESTED:
+                return conn.acknowledge(rid)
+            return conn.error(rid, "adapter_error", "adapter raised Cancelled without a cancel")
         code, message, retryable = detail
         try:
             return conn.error(rid, code, message, retryable)
@@ -260,28 +427,12 @@ class WorkerDriver:
         os._exit(EXIT_VIOLATION)
 
 
-class _CallThread:
-    """A daemon thread that runs one call at a time, parked on a lock between calls."""
-
-    __slots__ = ("_go", "_job", "_run")
-
-    def __init__(self, run: Callable[[_CallThread, Adapter, Context, Any], None]) -> None:
-        self._run = run
-        self._job: tuple[Adapter, Context, Any] | None = None
-        self._go = threading.Lock()
-        self._go.acquire()
-        threading.Thread(target=self._loop, name="call", daemon=True).start()
-
-    def submit(self, adapter: Adapter, ctx: Context, value: Any) -> None:
-        self._job = (adapter, ctx, value)
-        self._go.release()
-
-    def _loop(self) -> None:
-        while True:
-            self._go.acquire()
-            job, self._job = self._job, None
-            assert job is not None
-            self._run(self, *job)
+def _park_forever() -> NoReturn:
+    """Block this (daemon) thread for good."""
+    never = threading.Lock()
+    never.acquire()
+    while True:
+        never.acquire()
 
 
 def _outcome(adapter: Adapter, ctx: Context, value: Any) -> tuple[str, Any]:

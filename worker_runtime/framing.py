@@ -188,6 +188,11 @@ class LineReader:
         """Bytes of the incomplete line held now (never more than the limit)."""
         return len(self._partial)
 
+    @property
+    def has_line(self) -> bool:
+        """True when `next_line` would return a line (or raise) without more bytes."""
+        return bool(self._ready)
+
     def feed(self, data: bytes) -> None:
         if self._failed:
             return
