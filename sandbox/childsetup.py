@@ -35,13 +35,24 @@ Limits = tuple[tuple[int, int, int], ...]  # (resource, soft, hard)
 Trees = tuple[tuple[str, int, bool], ...]  # (stage path, tree fd, is dir)
 
 
+def above_targets(fd_map: FdMap) -> int:
+    """The lowest fd number above every child fd (and above 63)."""
+    return max(64, max((target for target, _ in fd_map), default=2) + 1)
+
+
+def lift(fd: int, above: int) -> int:
+    """A close-on-exec copy of ``fd`` numbered ``above`` or higher."""
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, above)
+
+
 def remap_fds(fd_map: FdMap) -> None:
-    """Each parent fd onto its child number, inheritable; the sources are first copied
-    above every target, so no source is overwritten before it is used."""
-    base = max(64, max((target for target, _ in fd_map), default=2) + 1)
-    temps = [(target, fcntl.fcntl(src, fcntl.F_DUPFD_CLOEXEC, base)) for target, src in fd_map]
-    for target, temp in temps:
-        os.dup2(temp, target, inheritable=True)
+    """Each parent fd onto its child number, inheritable. A source below the top target is
+    first copied above every target, so no source is overwritten before it is used."""
+    top = above_targets(fd_map) - 1
+    if any(src <= top for _, src in fd_map):
+        fd_map = tuple((target, lift(src, top + 1)) for target, src in fd_map)
+    for target, src in fd_map:
+        os.dup2(src, target, inheritable=True)
 
 
 def enter_cgroups(join_fds: tuple[int, ...]) -> None:
@@ -126,15 +137,19 @@ class ChildSetup:
         self.status_fd = status_fd
 
     def __call__(self) -> None:
+        # What is still used once the fds are remapped goes above every child fd number
+        # first: in the host it may sit on one (only the fd map itself is moved by remap).
+        above = above_targets(self.fd_map)
+        status_fd = lift(self.status_fd, above)
         try:
-            set_up(
-                self.fd_map, self.cgroup_fds, self.rlimits, self.trees, self.uid, self.parent_pid
-            )
+            joins = tuple(lift(fd, above) for fd in self.cgroup_fds)
+            trees = tuple((path, lift(fd, above), is_dir) for path, fd, is_dir in self.trees)
+            set_up(self.fd_map, joins, self.rlimits, trees, self.uid, self.parent_pid)
         except BaseException as exc:
             import contextlib  # loaded already in a host; never in the fork server
             import json
 
             line = json.dumps({SETUP_ERROR_KEY: describe(exc)}) + "\n"
             with contextlib.suppress(OSError):
-                os.write(self.status_fd, line.encode())
+                os.write(status_fd, line.encode())
             raise

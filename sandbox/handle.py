@@ -25,9 +25,15 @@ from .policy import SandboxPolicy
 from .termination import BwrapStatus, Termination, classify
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     import psutil
 
+    from .forkserver import SandboxProcess
     from .launch import LaunchPlan
+
+    #: The started bwrap: from a fork server, or a `subprocess.Popen` (the raw protocol).
+    Process: TypeAlias = subprocess.Popen[bytes] | SandboxProcess
 
 #: After killing the namespace's init, how long bwrap gets to reap it and exit by itself.
 KILL_GRACE = 0.05
@@ -36,7 +42,7 @@ KILL_GRACE = 0.05
 class Sandbox:
     """One running (or ended) sandbox. Use as a context manager, or call `cleanup`."""
 
-    def __init__(self, plan: LaunchPlan, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, plan: LaunchPlan, popen: Process) -> None:
         self.popen = popen
         self.pid = popen.pid
         self.uid = plan.uid

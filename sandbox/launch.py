@@ -20,7 +20,7 @@ import fcntl
 import os
 import resource
 import stat
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
@@ -120,19 +120,22 @@ def allocate_uid(policy: SandboxPolicy) -> int:
     return UID_BASE + int.from_bytes(os.urandom(4), "little") % UID_SPAN
 
 
-def _plug_low_fds(upto: int) -> list[int]:
-    """Make sure fds 3..upto are open (a /dev/null plug where one is free); the plugs.
+def _plug_free(numbers: Iterable[int]) -> list[int]:
+    """A /dev/null plug on each of ``numbers`` that is not open; the plugs.
 
-    Opened before anything else of the plan, so no fd the child still needs sits on a
-    number it remaps; and subprocess, which keeps ``pass_fds`` by number and needs them
-    open in the parent, then puts its own error pipe above them. The plan closes the plugs
-    once the child exists."""
+    For `subprocess.Popen`, which needs every ``pass_fds`` number open in the parent, and
+    which then puts its own error pipe above them (so the child's remapping cannot
+    overwrite it). The plan closes the plugs once the child exists."""
     plugs: list[int] = []
-    for fd in range(3, upto + 1):
+    for fd in sorted(numbers):
         try:
             fcntl.fcntl(fd, fcntl.F_GETFD)
         except OSError:
-            plugs.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+            plug = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            if plug != fd:  # a lower number was free after all: fill that one first
+                os.dup2(plug, fd, inheritable=False)
+                os.close(plug)
+            plugs.append(fd)
     return plugs
 
 
@@ -157,7 +160,7 @@ class LaunchPlan:
     executable: str
     env: dict[str, str]
     pass_fds: tuple[int, ...]
-    preexec_fn: Callable[[], None]
+    preexec_fn: ChildSetup  # also what a fork server's child does (its fields)
     uid: int
     cgroup: SandboxCgroup | None
     policy: SandboxPolicy
@@ -166,11 +169,16 @@ class LaunchPlan:
     _child_fds: list[int]
     _state: str = "ready"
 
-    def popen_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for `subprocess.Popen` (add stdin, stdout and stderr)."""
+    def claim(self) -> None:
+        """Mark the plan as being spawned (once only)."""
         if self._state != "ready":
             raise LaunchError(f"launch plan already {self._state}")
         self._state = "spawning"
+
+    def popen_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `subprocess.Popen` (add stdin, stdout and stderr)."""
+        self.claim()
+        self._child_fds += _plug_free(self.pass_fds)
         return {
             "executable": self.executable,
             "env": self.env,
@@ -233,7 +241,7 @@ def prepare_launch(
     executable = bwrap_path()
     uid = allocate_uid(policy)
 
-    opened = _plug_low_fds(first_own + 1 + len(etc_files))  # before anything else is opened
+    opened: list[int] = []
     cgroup: SandboxCgroup | None = None
     leased = False
     try:
@@ -331,7 +339,7 @@ def prepare_launch(
             policy=policy,
             status_read_fd=status_read,
             status=BwrapStatus(),
-            _child_fds=[fd for fd in opened if fd != status_read],  # plugs included
+            _child_fds=[fd for fd in opened if fd != status_read],
         )
     except BaseException:
         _close_all(opened)

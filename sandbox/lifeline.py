@@ -28,13 +28,12 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .cgroups import CgroupLayout, host_start_time
+from .cgroups import CgroupLayout, own_start_time
 
 
 def host_prefix() -> str:
     """The start of every cgroup name of this host, whatever its lifeline generation."""
-    pid = os.getpid()
-    return f"sv-{pid}-{host_start_time(pid)}-"
+    return f"sv-{os.getpid()}-{own_start_time()}-"
 
 
 if TYPE_CHECKING:

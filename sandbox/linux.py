@@ -1,9 +1,9 @@
 """The few Linux system calls the standard library lacks, through ctypes.
 
-Used on the host side to pin bind sources (``openat2`` + ``open_tree``) and in the forked
-child before bwrap starts (``unshare``, ``mount``, ``move_mount``, ``prctl``). Every call
-raises `OSError` with the errno, never returns a silent failure. The new mount API numbers
-(>= 424) are the same on every architecture.
+Used on the host side to pin bind sources (``openat2`` + ``open_tree``), in the fork
+server to fork sandboxes (``clone3``), and in the child before bwrap starts (``unshare``,
+``mount``, ``move_mount``, ``prctl``). Every call raises `OSError` with the errno, never
+returns a silent failure. The syscall numbers >= 424 are the same on every architecture.
 """
 
 from __future__ import annotations
@@ -23,9 +23,13 @@ _unshare.restype = ctypes.c_int
 _prctl = _libc.prctl
 _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 _prctl.restype = ctypes.c_int
+# A second handle whose calls keep the GIL: a clone3 child continues in Python holding it.
+_clone3 = ctypes.PyDLL(None, use_errno=True).syscall
+_clone3.restype = ctypes.c_long
 
 NR_OPEN_TREE = 428
 NR_MOVE_MOUNT = 429
+NR_CLONE3 = 435
 NR_OPENAT2 = 437
 
 AT_FDCWD = -100
@@ -39,6 +43,8 @@ RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 
 CLONE_NEWNS = 0x00020000
+CLONE_PARENT = 0x00008000
+CLONE_INTO_CGROUP = 0x200000000
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
@@ -50,6 +56,25 @@ PR_SET_PDEATHSIG = 1
 
 class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+class _CloneArgs(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "flags",
+            "pidfd",
+            "child_tid",
+            "parent_tid",
+            "exit_signal",
+            "stack",
+            "stack_size",
+            "tls",
+            "set_tid",
+            "set_tid_size",
+            "cgroup",
+        )
+    ]
 
 
 def _check(result: int, what: str) -> int:
@@ -97,3 +122,18 @@ def mount_tmpfs(target: str, options: str) -> None:
 
 def set_parent_death_signal(signum: int) -> None:
     _check(_prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+
+
+def clone_parent(cgroup_fd: int | None = None) -> int:
+    """Fork, but the child is a sibling: the child of the caller's parent (its thread), as
+    if that thread had forked it (``CLONE_PARENT``; its exit signal is the caller's own).
+    With ``cgroup_fd`` (a cgroup v2 directory) the child is born in that cgroup
+    (``CLONE_INTO_CGROUP``, Linux >= 5.7): it never runs outside it, and it need not move
+    itself there through ``cgroup.procs``, which takes the kernel's global threadgroup lock
+    and waits for an RCU grace period. Returns the child's pid, and 0 in the child.
+
+    Only for a single-threaded process (the fork server): no atfork handler runs, so the
+    child must only set itself up and exec."""
+    flags = CLONE_PARENT | (CLONE_INTO_CGROUP if cgroup_fd is not None else 0)
+    args = _CloneArgs(flags=flags, cgroup=cgroup_fd if cgroup_fd is not None else 0)
+    return _check(_clone3(NR_CLONE3, ctypes.byref(args), ctypes.sizeof(args)), "clone3")

@@ -17,8 +17,12 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .handle import Sandbox
+
+if TYPE_CHECKING:
+    from .handle import Process
 from .launch import Command, prepare_launch
 from .policy import MiB, SandboxPolicy
 from .spawn import spawn
@@ -205,7 +209,7 @@ def _write(fd: int, view: memoryview) -> memoryview:
         return view[:0]
 
 
-def _close_stdin(popen: subprocess.Popen[bytes]) -> None:
+def _close_stdin(popen: Process) -> None:
     if popen.stdin is not None:
         with contextlib.suppress(OSError):
             popen.stdin.close()

@@ -1,30 +1,36 @@
-"""Starting a `LaunchPlan`: from the calling thread, or from a `Spawner`'s own thread.
+"""Starting a `LaunchPlan`: for the calling thread, or for a `Spawner`'s own thread.
 
-Which thread forks matters. ``PR_SET_PDEATHSIG`` (ours and bwrap's ``--die-with-parent``)
-fires when the parent *thread* exits, not the process (bwrap #692). So:
+Which thread a sandbox belongs to matters. ``PR_SET_PDEATHSIG`` (ours and bwrap's
+``--die-with-parent``) fires when the parent *thread* exits, not the process (bwrap
+#692). Sandboxes are forked by a fork server (`sandbox.forkserver`) as children of the
+thread that owns the server, exactly as if that thread had forked them itself. So:
 
-- `spawn` forks from the calling thread: right for synchronous code that waits for the
-  sandbox on the same thread (`run`, `sandvisor exec`). If that thread exits, the
-  sandbox dies with it.
-- `Spawner` owns one thread for as long as it is open and forks every sandbox from it.
-  Async hosts must use it: ``trio.lowlevel.open_process`` forks from trio's thread cache,
-  whose idle threads exit after 10 seconds and take the sandbox with them (measured here:
-  a sandbox started that way was SIGKILLed 10.0 s later). Closing the spawner ends its
-  thread, which kills whatever it started that is still running: a backstop, on top of
-  the host's own teardown and of the host's death taking everything with it.
+- `spawn` uses the calling thread's own fork server: right for synchronous code that
+  waits for the sandbox on the same thread (`run`, `sandvisor exec`). If that thread
+  exits, the sandbox dies with it. The server starts with the thread's first sandbox
+  (a fresh interpreter: ~20 ms, once) and stays for the next ones.
+- `Spawner` owns one thread for as long as it is open, with its fork server, and every
+  sandbox it starts belongs to that thread. Async hosts must use it:
+  ``trio.lowlevel.open_process`` forks from trio's thread cache, whose idle threads exit
+  after 10 seconds and take the sandbox with them (measured here: a sandbox started that
+  way was SIGKILLed 10.0 s later). Closing the spawner ends its thread, which kills
+  whatever it started that is still running: a backstop, on top of the host's own
+  teardown and of the host's death taking everything with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import subprocess
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import lifeline
+from . import forkserver, lifeline
 from .errors import LaunchError
+from .forkserver import ForkServer, Stdio
 from .handle import Sandbox
 from .launch import LaunchPlan
 from .lifeline import track
@@ -32,7 +38,6 @@ from .lifeline import track
 if TYPE_CHECKING:
     import concurrent.futures
 
-Stdio = int | IO[Any] | None
 T = TypeVar("T")
 
 
@@ -43,27 +48,46 @@ def spawn(
     stdout: Stdio = None,
     stderr: Stdio = None,
 ) -> Sandbox:
-    """Start the plan from the calling thread; the sandbox dies if this thread exits.
+    """Start the plan for the calling thread; the sandbox dies if this thread exits.
 
     ``stdin``/``stdout``/``stderr`` are as for `subprocess.Popen` (``PIPE`` gives file
     objects on ``sandbox.popen``). A failure of our own pre-exec set-up, or of bwrap's
     exec, raises `LaunchError` with the reason, after releasing everything the plan held.
     """
-    kwargs = plan.popen_kwargs()
+    return start(plan, forkserver.of_this_thread(), stdin=stdin, stdout=stdout, stderr=stderr)
+
+
+def start(
+    plan: LaunchPlan,
+    server: ForkServer,
+    *,
+    stdin: Stdio = subprocess.DEVNULL,
+    stdout: Stdio = None,
+    stderr: Stdio = None,
+) -> Sandbox:
+    """Start the plan through ``server`` (from the thread that owns it)."""
+    plan.claim()
     try:
-        popen = subprocess.Popen(plan.argv, stdin=stdin, stdout=stdout, stderr=stderr, **kwargs)
+        process = server.spawn(plan, stdin=stdin, stdout=stdout, stderr=stderr)
     except BaseException as exc:
-        detail = plan.setup_error()
         plan.abort()
-        if detail is not None:
-            raise LaunchError(f"sandbox set-up failed in the child: {detail}") from None
-        if isinstance(exc, (OSError, subprocess.SubprocessError)):
-            raise LaunchError(f"cannot start bwrap: {exc}") from exc
+        if isinstance(exc, OSError):
+            raise LaunchError(f"cannot start the sandbox: {exc}") from exc
         raise
     plan.started()
-    sandbox = Sandbox(plan, popen)
+    sandbox = Sandbox(plan, process)
     track(sandbox)
     return sandbox
+
+
+def retire() -> bool:
+    """With no sandbox left in this process: end the lifeline and stop the idle fork
+    servers of every thread (each starts again with its thread's next sandbox), so
+    nothing of sandvisor stays open. True if nothing was left running."""
+    if not lifeline.retire():
+        return False
+    forkserver.stop_idle()
+    return True
 
 
 class Spawner:
@@ -75,6 +99,7 @@ class Spawner:
 
     def __init__(self, name: str = "sandvisor-spawner") -> None:
         self._name = name
+        self._server: ForkServer | None = None  # created by, and owned by, the thread
         self._jobs: queue.SimpleQueue[
             tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None
         ] = queue.SimpleQueue()
@@ -92,14 +117,20 @@ class Spawner:
         return self
 
     def _serve(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            fn, future = job
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn())
-            except BaseException as exc:
-                future.set_exception(exc)
+        server = self._server = ForkServer()
+        with contextlib.suppress(LaunchError, OSError):
+            server.start()  # now, so the first sandbox need not wait (a failure recurs there)
+        try:
+            while (job := self._jobs.get()) is not None:
+                fn, future = job
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:
+                    future.set_exception(exc)
+        finally:
+            server.close()
 
     def _call(self, fn: Callable[[], T]) -> T:
         import concurrent.futures  # here: `sandvisor exec` never needs it
@@ -121,8 +152,12 @@ class Spawner:
         stdout: Stdio = None,
         stderr: Stdio = None,
     ) -> Sandbox:
-        """Start the plan from the spawner's thread (blocks the caller for the fork)."""
-        return self._call(lambda: spawn(plan, stdin=stdin, stdout=stdout, stderr=stderr))
+        """Start the plan for the spawner's thread (blocks the caller for the fork)."""
+        return self._call(lambda: self._start(plan, stdin, stdout, stderr))
+
+    def _start(self, plan: LaunchPlan, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Sandbox:
+        assert self._server is not None  # set by the thread before it takes any job
+        return start(plan, self._server, stdin=stdin, stdout=stdout, stderr=stderr)
 
     async def spawn_async(
         self,
@@ -141,8 +176,9 @@ class Spawner:
         )
 
     def close(self) -> None:
-        """End the thread. Sandboxes it started that still run are SIGKILLed by it; with
-        no sandbox left in the process, the lifeline is retired too (no fd stays open)."""
+        """End the thread and its fork server. Sandboxes it started that still run are
+        SIGKILLed by it; with no sandbox left in the process, the lifeline and the idle
+        fork servers are retired too (no fd stays open)."""
         with self._lock:
             if self._closed:
                 return
@@ -151,7 +187,7 @@ class Spawner:
             self._jobs.put(None)
         if thread is not None and thread is not threading.current_thread():
             thread.join()
-        lifeline.retire()
+        retire()
 
     def __enter__(self) -> Spawner:
         return self.start()

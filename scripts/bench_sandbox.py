@@ -72,11 +72,19 @@ def _children() -> list[int]:
     return pids
 
 
-def cpu_ms() -> float:
+def cpu_parts() -> tuple[float, float, float]:
+    """CPU ms so far of (this process, its reaped children, the fork servers)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    used = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-    return used * 1000 + helper_cpu_ms()
+    return (
+        (own.ru_utime + own.ru_stime) * 1000,
+        (kids.ru_utime + kids.ru_stime) * 1000,
+        helper_cpu_ms(),
+    )
+
+
+def cpu_ms() -> float:
+    return sum(cpu_parts())
 
 
 def timed(fn: Callable[[], object]) -> tuple[float, float]:
@@ -84,6 +92,17 @@ def timed(fn: Callable[[], object]) -> tuple[float, float]:
     c0, t0 = cpu_ms(), time.perf_counter()
     fn()
     return (time.perf_counter() - t0) * 1000, cpu_ms() - c0
+
+
+def cpu_split(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
+    """Mean CPU ms per call of ``fn`` spent by this process, by its reaped children (the
+    sandbox: its set-up, bwrap and the program) and by the fork servers."""
+    before = cpu_parts()
+    for _ in range(runs):
+        fn()
+    after = cpu_parts()
+    host, kids, server = ((a - b) / runs for a, b in zip(after, before, strict=True))
+    return host, kids, server
 
 
 def interleaved(
@@ -257,6 +276,12 @@ def main() -> int:
         f"  cpu:  bare {b_cpu:7.2f} ms   ours {o_cpu:7.2f} ms   "
         f"+{o_cpu - b_cpu:6.2f} ms   ratio {o_cpu / b_cpu:5.2f}"
     )
+    for name, fn in (("bare", bare), ("ours", ours)):
+        host, kids, server = cpu_split(fn, runs)
+        print(
+            f"  cpu of {name} by process (mean ms): host {host:.2f}, "
+            f"sandbox processes {kids:.2f}, fork server {server:.2f}"
+        )
     steps = phases(max(10, runs // 2))
     shown = ", ".join(f"{k} {v:.2f}" for k, v in steps.items())
     print(f"  ours by phase (median wall ms): {shown}")

@@ -22,7 +22,28 @@ COMMAND = Command(("/bin/sh", "-c", "sleep 1000 & sleep 1000 & sleep 1000"))
 
 
 def report(entries: list[tuple[int, list[str]]]) -> None:
-    print(json.dumps([{"uid": uid, "cgroups": paths} for uid, paths in entries]), flush=True)
+    """Each sandbox's uid and cgroups, and the host's fork servers (children of ours)."""
+    servers = [int(pid) for pid in _children() if b"forkserver_main" in _cmdline(pid)]
+    print(
+        json.dumps([{"uid": uid, "cgroups": paths, "servers": servers} for uid, paths in entries]),
+        flush=True,
+    )
+
+
+def _children() -> list[str]:
+    found = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            found += f.read().split()
+    return found
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 def steady() -> None:

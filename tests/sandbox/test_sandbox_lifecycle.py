@@ -231,12 +231,21 @@ def run_host(mode: str) -> list[dict[str, Any]]:
 def all_gone(report: list[dict[str, Any]]) -> bool:
     processes = [p for e in report for p in uid_processes(e["uid"])]
     cgroups = [path for e in report for path in e["cgroups"] if os.path.exists(path)]
-    return not processes and not cgroups
+    servers = [pid for e in report for pid in e.get("servers", []) if alive(pid)]
+    return not processes and not cgroups and not servers
+
+
+def alive(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 def test_a25_host_sigkill_takes_every_sandbox_with_it() -> None:
     report = run_host("steady")
     assert len(report) == 3
+    assert len(report[0]["servers"]) == 2  # the main thread's and the spawner's
     # no process, and no cgroup: the host's lifeline removed what the host could not
     assert wait_for(lambda: all_gone(report), timeout=15)
 
