@@ -29,12 +29,12 @@ from typing import Any
 from . import binds, lifeline
 from .bwrap import (
     BwrapInvocation,
+    DataFile,
     Dev,
     MountOp,
     Proc,
     RemountRo,
     RoBind,
-    RoBindData,
     RwBind,
     Tmpfs,
     build_argv,
@@ -282,6 +282,9 @@ def prepare_launch(
         numbers = {parent: first_own + i for i, (parent, _) in enumerate(own)}
 
         mounts: list[MountOp] = list(system_mounts(policy.network))
+        # the fresh /etc files, before any bind: written into the root tmpfs, never into
+        # a bound directory (a bind onto /etc/hosts then covers ours, as the policy said)
+        mounts += [DataFile(numbers[fd], dest) for fd, dest in own if dest.startswith("/")]
         mounts += [Proc(), RoBind("/proc/sys", "/proc/sys"), Dev()]
         # /dev read-only but for a private, sized /dev/shm (shm_open, semaphores)
         mounts += [Tmpfs("/dev/shm", policy.tmpfs_bytes), RemountRo("/dev")]
@@ -297,7 +300,6 @@ def prepare_launch(
                 trees.append((seen_as, tree, stat.S_ISDIR(st.st_mode)))
             op = RwBind if bind.writable else RoBind
             mounts.append(op(seen_as, bind.dest))
-        mounts += [RoBindData(numbers[fd], dest) for fd, dest in own if dest.startswith("/")]
         for mask in command.masks:
             mounts += [Tmpfs(mask, 4096), RemountRo(mask)]
 

@@ -109,3 +109,24 @@ def test_synthetic_etc_names_the_sandbox_user_only() -> None:
         host_passwd = f.read()
     extra_users = {line.split(":")[0] for line in host_passwd.splitlines()} - {"root", "nobody"}
     assert not any(f"\n{u}:" in "\n" + files["/etc/passwd"] for u in extra_users)
+
+
+def test_the_fresh_etc_files_come_before_every_bind() -> None:
+    from sandbox.launch import Command, prepare_launch
+    from sandbox.policy import Bind, SandboxPolicy
+
+    policy = SandboxPolicy(binds=(Bind("/usr/share", "/etc"),), memory_bytes=None, pids=None)
+    try:
+        plan = prepare_launch(policy, Command(("/bin/true",)))
+    except Exception as exc:  # a machine without bwrap or user namespaces
+        pytest.skip(str(exc))
+    try:
+        argv = plan.argv
+        files = [i for i, a in enumerate(argv) if a == "--file"]
+        binds = [i for i, a in enumerate(argv) if a in ("--ro-bind", "--bind")]
+        user_bind = argv.index("/usr/share")
+        assert len(files) == 4 and max(files) < user_bind
+        assert all(argv[i - 2 : i] == ["--perms", "0444"] for i in files)
+        assert "--ro-bind-data" not in argv and binds
+    finally:
+        plan.abort()

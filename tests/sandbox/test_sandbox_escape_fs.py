@@ -157,6 +157,20 @@ out({"dotdot": res, "uid": os.stat("/srv/work/out.txt").st_uid})
     assert res["uid"] == 1000  # ... it sees them as its own
 
 
+def test_a2_the_fresh_etc_files_never_land_in_a_bound_directory(tmp_path: Path) -> None:
+    """bwrap writes the fresh /etc files (passwd, group, hosts, hostname) into whatever is
+    at their path: before any bind, that is its own read-only root, never a host
+    directory bound writable onto /etc (which then covers them, as the policy asked)."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    etc.chmod(0o777)
+    code = "out({'etc': sorted(os.listdir('/etc'))})"
+    res = run_json(code, policy=py_policy(binds=(Bind(str(etc), "/etc", writable=True),)))
+    assert res["etc"] == [] and os.listdir(etc) == []
+    plain = run_json("out({'mode': os.stat('/etc/passwd').st_mode & 0o7777})")
+    assert plain["mode"] == 0o444  # read-only too, and on a read-only root (EROFS above)
+
+
 def test_a2_writable_bind_must_be_writable_by_the_sandbox(tmp_path: Path) -> None:
     root_only = tmp_path / "root_only"
     root_only.mkdir(mode=0o755)
