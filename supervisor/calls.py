@@ -39,12 +39,6 @@ log = logging.getLogger(__name__)
 ChunkCallback = Callable[[str], Any]
 
 
-def status_of(outcome: LedgerOutcome) -> Status:
-    """The supervisor's status for a ledger terminal outcome."""
-    status: Status = outcome.status  # type: ignore[assignment]
-    return status
-
-
 class SupervisedCall:
     """A call from `Supervisor.invoke`/`start` to its one `Outcome`."""
 
@@ -195,8 +189,8 @@ class SupervisedCall:
         if outcome is None:
             self.status = "indeterminate"
             return
-        self.status = status_of(outcome)
-        if isinstance(outcome, Completed):
+        self.status = outcome.status  # type: ignore[assignment]  # the same five names
+        if type(outcome) is Completed:
             self.value_out = outcome.value
         elif isinstance(outcome, Failed):
             self.error = outcome.message
@@ -260,7 +254,7 @@ class SupervisedCall:
         if session is not None and session_call is not None and self.status == "indeterminate":
             termination = session.termination
         if session is not None:
-            peak = session.peak_memory_now()
+            peak = session.peak_memory_now(now)
         self.outcome = Outcome(
             status=self.status,
             tool=self.tool,

@@ -77,12 +77,14 @@ class Pool:
         self.replaced_sessions = 0
         #: The last sessions that ended (reaped), newest last: why they ended, how.
         self.history: deque[Session] = deque(maxlen=HISTORY)
+        self._now = trio.current_time  # trio's clock itself once running (fewer calls)
 
     # -- life -----------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[Pool] = trio.TASK_STATUS_IGNORED) -> None:
         """Pre-warm ``min_size`` sessions (at least one must start), then keep the pool
         until cancelled. Raises `SessionStartError` if the first sessions cannot start."""
+        self._now = trio.lowlevel.current_clock().current_time
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             if self.min_size:
@@ -117,12 +119,19 @@ class Pool:
 
     # -- slots ----------------------------------------------------------------------------
 
+    def take(self, now: float) -> Session | None:
+        """A free slot at once, if nobody waits for one (FIFO), else None: then wait in
+        line with `acquire`. ``now`` is trio's clock."""
+        if self._closing or self._waiters or not self._free:
+            return None
+        return self._take_free(now)
+
     async def acquire(self, deadline: float = math.inf) -> Session:
         """One call slot, in FIFO order; `WorkerUnavailable` at ``deadline``."""
         if self._closing:
             raise WorkerUnavailable("the supervisor is shutting down")
         if not self._waiters:
-            session = self._take_free()
+            session = self._take_free(self._now())
             if session is not None:
                 return session
         waiter = _Waiter()
@@ -152,7 +161,7 @@ class Pool:
     def release(self, session: Session) -> None:
         """Give a slot back; retire or replace the session as needed."""
         self._load[session] = self._load.get(session, 1) - 1
-        if not session.usable or session in self._retiring:  # dead, failing or closing
+        if session.state != "ready" or session in self._retiring:  # dead, failing, closing
             self._maybe_close_retired(session)
             return
         if self._should_retire(session):
@@ -165,13 +174,13 @@ class Pool:
         if session in self._sessions:
             self._retire(session)
 
-    def _take_free(self) -> Session | None:
+    def _take_free(self, now: float) -> Session | None:
         free = self._free
         while free:
             session = free.popleft()
-            if not session.usable or session not in self._sessions:
+            if session.state != "ready" or session not in self._sessions:
                 continue
-            if trio.current_time() >= session.expires_at - self.retire_margin:
+            if now >= session.expires_at - self.retire_margin:
                 self._retire(session)
                 continue
             self._lease(session)
@@ -200,7 +209,7 @@ class Pool:
     def _should_retire(self, session: Session) -> bool:
         if self._leases.get(session, 0) >= self.max_calls:
             return True
-        return trio.current_time() >= session.expires_at - self.retire_margin
+        return self._now() >= session.expires_at - self.retire_margin
 
     def _retire(self, session: Session) -> None:
         self._sessions.discard(session)

@@ -199,6 +199,8 @@ class Session:
         self._reaped = trio.Event()
         self._spawned: SpawnedWorker | None = None
         self._scope: trio.CancelScope | None = None
+        #: trio's clock, read directly (`trio.current_time` is three calls deep)
+        self._now = trio.lowlevel.current_clock().current_time
 
     # -- what the pool and the supervisor read ------------------------------------------
 
@@ -222,11 +224,13 @@ class Session:
         """Live processes of this session's sandbox (none once it was reaped)."""
         return [] if self._spawned is None else self._spawned.survivors(thorough=thorough)
 
-    def peak_memory_now(self) -> int | None:
-        """Peak memory of the worker so far (read at most once a second while it runs)."""
+    def peak_memory_now(self, now: float | None = None) -> int | None:
+        """Peak memory of the worker so far (read at most once a second while it runs);
+        ``now`` is trio's clock if the caller has read it already."""
         if self.returncode is not None or self._spawned is None:
             return self.peak_memory
-        now = trio.current_time()
+        if now is None:
+            now = self._now()
         if now - self._peak_read_at >= PEAK_MEMORY_INTERVAL:
             self._peak_read_at = now
             try:
@@ -394,7 +398,7 @@ class Session:
         watch = CallWatch(deadline)
         deadline_ms = None
         if deadline is not None:
-            deadline_ms = max(0, math.ceil((deadline - trio.current_time()) * 1000))
+            deadline_ms = max(0, math.ceil((deadline - self._now()) * 1000))
         try:
             rid, line = self.conn.invoke(
                 tool,
@@ -405,7 +409,9 @@ class Session:
             )
         except ProtocolError as exc:  # the connection died and the session is going
             raise SessionUnusable(f"session {self.id}: {exc}") from exc
-        call = SessionCall(rid, tool, watch, listener, self.conn.calls[rid].input_bytes)
+        sent = self.conn.call(rid)
+        assert sent is not None
+        call = SessionCall(rid, tool, watch, listener, sent.input_bytes)
         self._calls[rid] = call
         self.calls_started += 1
         self._send(line)
@@ -553,18 +559,28 @@ class Session:
                 await self._exit_reason_or("write_failed")
 
     async def _reader(self, stream: trio.lowlevel.FdStream) -> None:
+        """Owns fd 4. It waits for readability before it reads (`FdStream.receive_some`
+        would first yield, then try a read that fails with EAGAIN: a scheduling pass and a
+        syscall per wake-up). Closing the stream (teardown) ends the wait."""
         reader = LineReader()
         frame_timeout = self.config.frame_timeout
+        fd = stream.fileno()
+        wait_readable = trio.lowlevel.wait_readable
+        read = os.read
         try:
             while True:
                 if reader.buffered and frame_timeout is not None:
                     with trio.move_on_after(frame_timeout) as scope:
-                        data = await stream.receive_some(READ_BYTES)
+                        await wait_readable(fd)
                     if scope.cancelled_caught:
                         self.kill("protocol:frame_timeout")
                         return
                 else:
-                    data = await stream.receive_some(READ_BYTES)
+                    await wait_readable(fd)
+                try:
+                    data = read(fd, READ_BYTES)
+                except BlockingIOError:
+                    continue
                 if not data:
                     reader.feed_eof()
                     self._take_lines(reader)
@@ -640,7 +656,7 @@ class Session:
         call = self._calls.pop(event.rid, None)
         if call is None:  # the connection only returns terminals of calls it tracks
             return
-        now = trio.current_time()
+        now = self._now()
         if isinstance(event, CancelAcknowledged):
             verdict = call.watch.judge("acknowledged", now)
             self._end(call, CallEnd(kind=verdict, at=now))  # type: ignore[arg-type]

@@ -167,6 +167,8 @@ class Supervisor:
         self._expiry_kick = trio.Event()
         self._live_keys: dict[tuple[str, str], int] = {}
         self._key_of: dict[int, tuple[str, str]] = {}
+        self._unsubscribe_keys: Callable[[], None] | None = None
+        self._now: Callable[[], float] = trio.current_time  # trio's clock, once entered
 
     # -- life -------------------------------------------------------------------------------
 
@@ -175,6 +177,7 @@ class Supervisor:
             raise SupervisorError("a Supervisor is entered once")
         self._state = "starting"
         self._token = trio.lowlevel.current_trio_token()
+        self._now = now = trio.lowlevel.current_clock().current_time
         spawner = self._spawner = Spawner("sandvisor-supervisor").start()
         try:
             command = (
@@ -189,12 +192,9 @@ class Supervisor:
             self._policies = merge_policies(described, self._tools)
             if not self._policies:
                 raise SupervisorError("the workers serve no tools")
-            ledger = self._ledger = Ledger(
-                self._max_pending, self._ledger_path, clock=trio.current_time
-            )
+            ledger = self._ledger = Ledger(self._max_pending, self._ledger_path, clock=now)
             for tool_policy in self._policies.values():
                 ledger.register_external_tool(tool_policy)
-            ledger.subscribe_audit(self._on_ledger_event)
             for info in ledger.indeterminate():  # recovered from a durable journal
                 self._indeterminate[info.id] = ledger.deadline(info.id)
             config = SessionConfig(
@@ -375,7 +375,8 @@ class Supervisor:
             raise SupervisorError(self._audit.failure)
         if deadline is not None:
             _check_seconds("deadline", deadline)
-        ledger = self.ledger
+        ledger = self._ledger
+        assert ledger is not None
         if idempotency_key is not None:
             check_id("idempotency_key", idempotency_key)
             held = self._live_keys.get((tool, idempotency_key))
@@ -384,18 +385,20 @@ class Supervisor:
                     f"operation {held} of {tool!r} with key {idempotency_key!r} is pending; "
                     "reconcile or resolve it first"
                 )
-        now = trio.current_time()
+        now = self._now()
         op_id = ledger.start(tool, value, deadline=deadline, idempotency_key=idempotency_key)
+        policy = self._policies[tool]  # the ledger refused a tool it does not know
         if idempotency_key is not None:
-            self._live_keys[(tool, idempotency_key)] = op_id
-            self._key_of[op_id] = (tool, idempotency_key)
+            self._hold_key(tool, idempotency_key, op_id)
         return SupervisedCall(
             ledger,
             op_id,
             tool,
             value,
-            deadline=ledger.deadline(op_id),
-            max_attempts=self._policies[tool].max_attempts,
+            deadline=(
+                None if deadline is None and policy.deadline is None else ledger.deadline(op_id)
+            ),
+            max_attempts=policy.max_attempts,
             idempotency_key=idempotency_key,
             on_chunk=on_chunk,
             on_indeterminate=self._note_indeterminate,
@@ -404,22 +407,26 @@ class Supervisor:
 
     async def _drive(self, call: SupervisedCall) -> Outcome:
         """Queue, claim, dispatch, supervise (and retry) one call to its `Outcome`."""
+        pool = self._pool
+        assert pool is not None
         try:
             while not call.resolved:
-                session = await self._acquire(call)
+                session = pool.take(self._now())  # a free slot at once, or wait in line
                 if session is None:
-                    break
+                    session = await self._acquire(call)
+                    if session is None:
+                        break
                 try:
                     if self._dispatch(call, session):
                         assert call.session_call is not None
                         await session.supervise(call.session_call)
                 finally:
-                    self.pool.release(session)
+                    pool.release(session)
                 if call.retry_pending:
                     await self._retry(call)
         finally:
             if call.resolved and call.outcome is None:
-                outcome = call.build_outcome(trio.current_time())
+                outcome = call.build_outcome(self._now())
                 if self._audit.active:
                     self._audit.emit(
                         CallEvent.of(outcome, time=time.time(), ledger_head=call.ledger_head)
@@ -429,7 +436,7 @@ class Supervisor:
 
     async def _acquire(self, call: SupervisedCall) -> Session | None:
         """A session slot, or None once the call was resolved without one."""
-        limit = trio.current_time() + self.acquire_timeout
+        limit = self._now() + self.acquire_timeout
         if call.deadline is not None:
             limit = min(limit, call.deadline)
         try:
@@ -446,7 +453,8 @@ class Supervisor:
 
     def _dispatch(self, call: SupervisedCall, session: Session) -> bool:
         """Claim (first attempt) and queue the ``invoke``; False if nothing was sent."""
-        ledger = self.ledger
+        ledger = self._ledger
+        assert ledger is not None
         if not call.claimed:
             try:
                 invocation = ledger.claim(call.op_id)
@@ -461,7 +469,7 @@ class Supervisor:
             call.idempotency_key = invocation.idempotency_key
         assert call.idempotency_key is not None
         call.session = session
-        call.dispatched_at = trio.current_time()
+        call.dispatched_at = self._now()
         try:
             call.session_call = session.begin(
                 call.tool,
@@ -473,7 +481,9 @@ class Supervisor:
             )
         except Refused as exc:
             if exc.code in _SESSION_EXHAUSTED:
-                self.pool.retire(session)
+                session_pool = self._pool
+                assert session_pool is not None
+                session_pool.retire(session)
             else:  # the call itself breaks the grant: the worker never saw it
                 call.resolve(ledger.fail(call.op_id, f"refused by the host: {exc}"),
                              error_code=exc.code)
@@ -569,11 +579,25 @@ class Supervisor:
             self.pool.release(session)
         return ledger.reconcile(op_id, _reconcile_status(status))
 
+    def _hold_key(self, tool: str, key: str, op_id: int) -> None:
+        """A caller's idempotency key is taken until its operation ends in the ledger
+        (however it ends: here, in an expiry sweep, by the host). The ledger's audit
+        events say when; the supervisor listens only while it holds a key, so that calls
+        without one cost no listener call per transition."""
+        self._live_keys[(tool, key)] = op_id
+        self._key_of[op_id] = (tool, key)
+        if self._unsubscribe_keys is None:
+            assert self._ledger is not None
+            self._unsubscribe_keys = self._ledger.subscribe_audit(self._on_ledger_event)
+
     def _on_ledger_event(self, event: AuditEvent) -> None:
         if event.kind in TERMINAL_KINDS:
             key = self._key_of.pop(event.op_id, None)
             if key is not None:
                 self._live_keys.pop(key, None)
+                if not self._key_of and self._unsubscribe_keys is not None:
+                    self._unsubscribe_keys()
+                    self._unsubscribe_keys = None
 
 
 def _reconcile_status(status: Status) -> ReconcileStatus:

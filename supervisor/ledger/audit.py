@@ -151,7 +151,7 @@ class AuditTrail:
         return event
 
     def notify(self, event: AuditEvent) -> None:
-        for subscriber in self.subscribers:
+        for subscriber in tuple(self.subscribers):  # one may unsubscribe while notified
             subscriber(event)
 
     def subscribe(self, subscriber: AuditSubscriber) -> Callable[[], None]:
