@@ -210,7 +210,8 @@ class WorkerDriver:
             with self._lock:
                 event = conn.receive(line)
                 job = self._handle(conn, event)
-            self._flush()
+            if self._queue:
+                self._flush()
             if job is None:
                 if type(event) is CloseReceived:
                     self._done.release()
@@ -226,28 +227,33 @@ class WorkerDriver:
         if self._standby is None:  # only the reader empties the slot: no race to None
             self._ensure_standby()
         tool = job.adapter.tool
-        quick = self._quick.get(tool, 0) >= QUICK_STREAK
-        with self._lock:
-            if not quick and self._lines.has_line and self._standby is not None:
-                # frames wait behind a call that may be slow: they are read now
+        streak = self._quick.get(tool, 0)
+        if streak < QUICK_STREAK and self._lines.has_line:
+            # frames wait behind a call that may be slow: they are read now, elsewhere
+            with self._lock:
                 standby = self._standby
+                assert standby is not None
                 self._reader, self._standby = standby, None
                 self._signal(standby)
-                inline = False
-            else:
-                self._inline = job
-                self._inline_since = started = _now()
-                self._inline_count += 1
+            self._run(hand, job)
+            return True
+        # Published without the lock: `_inline_since` before `_inline` (the standby reads
+        # them in the other order), and `_inline` before `_standby_sleeping` is read (the
+        # standby sets that flag before it looks at `_inline` a last time).
+        self._inline_since = started = _now()
+        self._inline = job
+        self._inline_count += 1
+        if self._standby_sleeping:
+            with self._lock:
                 if self._standby_sleeping and self._standby is not None:
                     self._standby_sleeping = False
                     self._signal(self._standby)
-                inline = True
-        if not inline:
-            self._run(hand, job)
-            return True
         outcome = _outcome(job.adapter, job.ctx, job.value)
-        took = _now() - started
-        self._quick[tool] = self._quick.get(tool, 0) + 1 if took < QUICK_CALL else 0
+        if _now() - started < QUICK_CALL:
+            if streak < QUICK_STREAK:
+                self._quick[tool] = streak + 1
+        elif streak:
+            self._quick[tool] = 0
         return self._end(hand, job.ctx, outcome)
 
     def _run(self, hand: _Hand, job: _Job) -> None:
@@ -307,8 +313,11 @@ class WorkerDriver:
                 else:
                     quiet = 0
                 seen = self._inline_count
-                sleep = quiet >= IDLE_POLLS and job is None
-                self._standby_sleeping = sleep
+                sleep = False
+                if quiet >= IDLE_POLLS:
+                    self._standby_sleeping = True  # first the flag, then a last look
+                    sleep = self._inline is None
+                    self._standby_sleeping = sleep
             got = hand.wake.acquire(True, -1 if sleep else POLL_INTERVAL)
             with self._lock:
                 if got:
@@ -407,14 +416,17 @@ class WorkerDriver:
         with self._write_lock:
             while True:
                 with self._lock:
-                    if not self._queue or self._dying:
+                    queue = self._queue
+                    if not queue or self._dying:
                         return
-                    data = b"".join(self._queue)
-                    self._queue.clear()
-                view = memoryview(data)
+                    data = queue[0] if len(queue) == 1 else b"".join(queue)
+                    queue.clear()
                 try:
-                    while view:
-                        view = view[os.write(self._fd_out, view) :]
+                    written = os.write(self._fd_out, data)
+                    if written < len(data):
+                        view = memoryview(data)[written:]
+                        while view:
+                            view = view[os.write(self._fd_out, view) :]
                 except OSError as exc:
                     self._die(f"writing frames to the host failed: {exc}")
 

@@ -196,25 +196,31 @@ class LineReader:
     def feed(self, data: bytes) -> None:
         if self._failed:
             return
-        start = 0
-        while True:
-            newline = data.find(b"\n", start)
-            if newline < 0:
-                break
-            if len(self._partial) + newline - start > self._limit:
-                self._fail(LineTooLong(f"line exceeds {self._limit} bytes"))
-                return
-            if self._partial:
-                self._partial += data[start:newline]
-                self._ready.append(bytes(self._partial))
-                self._partial.clear()
+        lines = data.split(b"\n")
+        rest = lines.pop()  # after the last LF: the start of an incomplete line
+        partial = self._partial
+        limit = self._limit
+        if lines:
+            if partial:
+                if len(partial) + len(lines[0]) > limit:
+                    self._fail(LineTooLong(f"line exceeds {limit} bytes"))
+                    return
+                partial += lines[0]
+                lines[0] = bytes(partial)
+                partial.clear()
+            if max(map(len, lines)) <= limit:  # the common case: no line too long
+                self._ready.extend(lines)
             else:
-                self._ready.append(data[start:newline])
-            start = newline + 1
-        if len(self._partial) + len(data) - start > self._limit:
-            self._fail(LineTooLong(f"line exceeds {self._limit} bytes without a line feed"))
-            return
-        self._partial += data[start:]
+                for line in lines:  # the lines before the long one come first
+                    if len(line) > limit:
+                        self._fail(LineTooLong(f"line exceeds {limit} bytes"))
+                        return
+                    self._ready.append(line)
+        if rest:
+            if len(partial) + len(rest) > limit:
+                self._fail(LineTooLong(f"line exceeds {limit} bytes without a line feed"))
+                return
+            partial += rest
 
     def feed_eof(self) -> None:
         """The stream ended: an incomplete line becomes an error after the complete ones."""
