@@ -43,11 +43,15 @@ The pieces:
   exactly those child fd numbers, joins the sandbox's cgroups, sets rlimits, drops to the
   sandbox uid and arms ``PR_SET_PDEATHSIG`` after checking the parent is alive. The child
   sees fds 0-2 and the mapped ones, nothing else (bwrap's seccomp and status fds included).
-- `Spawner`: the thread sandboxes are forked from. ``PR_SET_PDEATHSIG`` follows the parent
+- `Spawner`: the thread sandboxes belong to. ``PR_SET_PDEATHSIG`` follows the parent
   *thread*; ``trio.lowlevel.open_process`` forks from trio's thread cache, whose threads
   exit after 10 s idle and take the sandbox with them. Use `Spawner.spawn_async` instead.
-  ``sandbox.spawn.spawn`` forks from the calling thread (for synchronous code that waits
-  on the same thread).
+  ``sandbox.spawn.spawn`` starts sandboxes for the calling thread (for synchronous code
+  that waits on the same thread).
+- Fork servers (`sandbox.forkserver`): each spawning thread's sandboxes are forked by a
+  small single-threaded interpreter that thread started, with
+  ``clone3(CLONE_PARENT | CLONE_INTO_CGROUP)``: cheap to fork, born in their cgroup, and
+  the thread's own children (reaped, waited on and PDEATHSIG'd as if it had forked them).
 - A sandbox dies with the thread that spawned it and with its host, whatever bwrap 0.8.0's
   start-up race does: a per-thread record kills what a finished thread left running, and
   one lifeline process per host (`sandbox.lifeline`) kills and removes every cgroup of a

@@ -169,10 +169,13 @@ def test_only_the_owning_thread_may_use_a_server() -> None:
     errors: list[BaseException] = []
 
     def other() -> None:
+        plan = prepare_launch(SandboxPolicy(), SLEEP)
         try:
-            server.spawn(prepare_launch(SandboxPolicy(), SLEEP))
+            server.spawn(plan)
         except BaseException as exc:
             errors.append(exc)
+        finally:
+            plan.abort()  # `spawn.start` does this for a plan it could not start
 
     thread = threading.Thread(target=other)
     thread.start()
