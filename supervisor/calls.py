@@ -120,7 +120,9 @@ class SupervisedCall:
         self.kill_reason: str | None = None
         self.ledger_head: tuple[int, str] | None = None
         self.outcome: Outcome | None = None
-        self.done = trio.Event()
+        #: Set once the outcome is built; made only for a `CallHandle` (an awaited
+        #: ``invoke`` needs none).
+        self.done: trio.Event | None = None
 
     # -- CallListener: called synchronously by the session ----------------------------------
 
@@ -245,40 +247,50 @@ class SupervisedCall:
         """The caller's `Outcome` (once), with the sandbox's account of the session."""
         if self.outcome is not None:
             return self.outcome
-        assert self.status is not None
+        status = self.status
+        assert status is not None
         session = self.session
         session_call = self.session_call
         ended = self.ended_at if self.ended_at is not None else now
         started = self.dispatched_at
-        termination = peak = None
-        if session is not None and session_call is not None and self.status == "indeterminate":
-            termination = session.termination
+        created = self.created_at
+        session_id = rid = termination = peak = error = error_code = None
+        bytes_in = 0
+        retryable = False
         if session is not None:
             peak = session.peak_memory_now(now)
-        self.outcome = Outcome(
-            status=self.status,
+            if session_call is not None:
+                session_id, rid, bytes_in = session.id, session_call.rid, session_call.input_bytes
+                if status == "indeterminate":
+                    termination = session.termination
+        if status != "completed":
+            error, error_code = self.error, self.error_code
+            retryable = status == "failed" and self.retryable
+        outcome = self.outcome = Outcome(
+            status=status,
             tool=self.tool,
             value=self.value_out,
-            error=self.error if self.status != "completed" else None,
-            error_code=self.error_code if self.status != "completed" else None,
-            retryable=self.retryable if self.status == "failed" else False,
+            error=error,
+            error_code=error_code,
+            retryable=retryable,
             kill_reason=self.kill_reason,
             termination=termination,
             op_id=self.op_id,
-            session_id=None if session_call is None or session is None else session.id,
-            rid=None if session_call is None else session_call.rid,
+            session_id=session_id,
+            rid=rid,
             attempt=self.attempt,
             idempotency_key=self.idempotency_key or self._ledger_key(),
             chunks=self.chunks,
-            bytes_in=0 if session_call is None else session_call.input_bytes,
+            bytes_in=bytes_in,
             bytes_out=self.bytes_out,
-            queued_s=(started if started is not None else ended) - self.created_at,
+            queued_s=(ended if started is None else started) - created,
             run_s=0.0 if started is None else max(0.0, ended - started),
-            total_s=ended - self.created_at,
+            total_s=ended - created,
             peak_memory=peak,
         )
-        self.done.set()
-        return self.outcome
+        if self.done is not None:
+            self.done.set()
+        return outcome
 
 
 class CallHandle:
@@ -290,6 +302,10 @@ class CallHandle:
         self._call = call
         self._scope = trio.CancelScope()
         self._failure: BaseException | None = None
+        if call.done is None:
+            call.done = trio.Event()
+            if call.outcome is not None:
+                call.done.set()
 
     @property
     def op_id(self) -> int:
@@ -306,11 +322,14 @@ class CallHandle:
 
     @property
     def done(self) -> bool:
-        return self._call.done.is_set()
+        done = self._call.done
+        return done is not None and done.is_set()
 
     async def outcome(self) -> Outcome:
         """Wait for the call's `Outcome`."""
-        await self._call.done.wait()
+        done = self._call.done
+        assert done is not None  # made with the handle
+        await done.wait()
         if self._failure is not None:
             raise RuntimeError("the call failed inside the supervisor") from self._failure
         assert self._call.outcome is not None

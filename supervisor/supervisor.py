@@ -355,7 +355,9 @@ class Supervisor:
         except Exception as exc:  # a bug: surface it through the handle, keep the rest
             log.exception("call %s failed inside the supervisor", handle.op_id)
             handle._failure = exc
-            handle._call.done.set()
+            done = handle._call.done
+            assert done is not None  # made with the handle
+            done.set()
         finally:
             self._handles.discard(handle)
 

@@ -159,12 +159,12 @@ class Ledger(LedgerEngine):
             deadline = policy.deadline if deadline is None else min(deadline, policy.deadline)
         deadline_wall = None if deadline is None else wall + deadline
         stream = policy.stream
-        limits = None if stream is None else stream.as_tuple()
         key = idempotency_key or f"{self._key_prefix}-{op_id}"
         fmt, max_attempts, max_output = policy.format, policy.max_attempts, policy.max_output_bytes
         persist = digest = None
         if self._journal is not None:
             # The event vouches for the journaled record: recovery checks the digest.
+            limits = None if stream is None else stream.as_tuple()
             record = OpRecord(
                 op_id=op_id, tool=tool, call_index=call_index, idempotency_key=key,
                 format=fmt, input=data, max_attempts=max_attempts, max_output_bytes=max_output,
