@@ -334,8 +334,10 @@ class SandboxCgroup:
         *,
         memory_bytes: int | None,
         pids: int | None,
+        open_joins: bool = True,
     ) -> SandboxCgroup:
-        """Make the directories and set the limits; undo everything on failure."""
+        """Make the directories, set the limits, and (unless told not to) open what a
+        child joins through; undo everything on failure."""
         collect_orphans(layout)
         if memory_bytes is not None and not layout.provides("memory"):
             raise SandboxUnavailable(
@@ -346,7 +348,6 @@ class SandboxCgroup:
         made: list[str] = []
         dirs: dict[str, str] = {}
         versions: dict[str, int] = {}
-        group: SandboxCgroup | None = None
         try:
             for h in layout.hierarchies:
                 path = os.path.join(h.parent, name)
@@ -357,16 +358,10 @@ class SandboxCgroup:
                     versions[role] = h.version
             group = cls(name, dirs, versions)
             group._set_limits(memory_bytes, pids)
-            for h in layout.hierarchies:
-                path = os.path.join(h.parent, name)
-                joiner = os.path.join(path, "tasks" if h.version == 1 else "cgroup.procs")
-                group._joins.append((h.version, os.open(joiner, os.O_WRONLY | os.O_CLOEXEC)))
-                if h.version == 2:
-                    group._birth_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            if open_joins:
+                group.open_joins()
             return group
         except BaseException:
-            if group is not None:
-                group.close_join_fds()
             for path in reversed(made):
                 with contextlib.suppress(OSError):
                     os.rmdir(path)
@@ -390,6 +385,22 @@ class SandboxCgroup:
     @property
     def paths(self) -> list[str]:
         return sorted(set(self.dirs.values()))
+
+    def open_joins(self) -> None:
+        """Open the files a child joins through (``tasks`` on v1, ``cgroup.procs`` on v2)
+        and the v2 directory (to be born in); `close_join_fds` closes them."""
+        if self._joins:
+            return
+        try:
+            for path in self.paths:
+                version = next(self.versions[r] for r, d in self.dirs.items() if d == path)
+                joiner = os.path.join(path, "tasks" if version == 1 else "cgroup.procs")
+                self._joins.append((version, os.open(joiner, os.O_WRONLY | os.O_CLOEXEC)))
+                if version == 2:
+                    self._birth_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except BaseException:
+            self.close_join_fds()
+            raise
 
     @property
     def join_fds(self) -> list[int]:

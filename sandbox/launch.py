@@ -26,7 +26,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any
 
-from . import binds, lifeline
+from . import binds, cgroup_pool
 from .bwrap import (
     BwrapInvocation,
     DataFile,
@@ -39,7 +39,7 @@ from .bwrap import (
     Tmpfs,
     build_argv,
 )
-from .cgroups import CgroupLayout, SandboxCgroup, detect_layout, sandbox_cgroup_name
+from .cgroups import CgroupLayout, SandboxCgroup, detect_layout
 from .childsetup import STAGE, ChildSetup
 from .errors import LaunchError, PolicyError, SandboxUnavailable
 from .layout import synthetic_etc, system_mounts
@@ -117,7 +117,17 @@ def rlimits_for(policy: SandboxPolicy) -> tuple[tuple[int, int, int], ...]:
 def allocate_uid(policy: SandboxPolicy) -> int:
     if policy.sandbox_uid is not None:
         return policy.sandbox_uid
+    return fresh_uid()
+
+
+def fresh_uid() -> int:
     return UID_BASE + int.from_bytes(os.urandom(4), "little") % UID_SPAN
+
+
+def warm_up() -> None:
+    """Make the next sandbox's cgroups now (`sandbox.cgroup_pool`): for when the host
+    would wait anyway."""
+    cgroup_pool.refill(fresh_uid())
 
 
 def _plug_free(numbers: Iterable[int]) -> list[int]:
@@ -239,23 +249,18 @@ def prepare_launch(
     first_own = max(fd_targets, default=2) + 1  # bwrap's fds follow the caller's
     layout = layout if layout is not None else detect_layout()
     executable = bwrap_path()
-    uid = allocate_uid(policy)
+    shape = cgroup_pool.Shape(layout, policy.memory_bytes, policy.pids)
+    warm = None
+    if layout.hierarchies and policy.sandbox_uid is None:
+        warm = cgroup_pool.take(shape)  # made ahead, for a fresh uid: it becomes ours
+    uid = warm[1] if warm is not None else allocate_uid(policy)
 
     opened: list[int] = []
-    cgroup: SandboxCgroup | None = None
-    leased = False
+    cgroup: SandboxCgroup | None = warm[0] if warm is not None else None
     try:
-        if layout.hierarchies:
-            generation = lifeline.acquire(layout)
-            leased = True
-            cgroup = SandboxCgroup.create(
-                layout,
-                sandbox_cgroup_name(uid, generation),
-                memory_bytes=policy.memory_bytes,
-                pids=policy.pids,
-            )
-            cgroup.on_removed, leased = lifeline.release, False
-        elif policy.memory_bytes is not None or policy.pids is not None:
+        if cgroup is None and layout.hierarchies:
+            cgroup = cgroup_pool.make(shape, uid)
+        elif cgroup is None and (policy.memory_bytes is not None or policy.pids is not None):
             raise SandboxUnavailable(
                 "cgroups for the memory and pids limits",
                 "run as root on a machine with cgroups (see `sandvisor doctor`)",
@@ -348,8 +353,6 @@ def prepare_launch(
         if cgroup is not None:
             with contextlib.suppress(Exception):
                 cgroup.remove()
-        if leased:
-            lifeline.release()
         raise
 
 

@@ -96,6 +96,12 @@ def acquire(layout: CgroupLayout) -> int:
         return _current.generation
 
 
+def users() -> int:
+    """How many sandbox cgroups of this host rely on the lifeline now."""
+    with _lock:
+        return _current.users if _current.owner == os.getpid() else 0
+
+
 def release() -> None:
     """One sandbox cgroup of this host is gone (the lifeline stays for the next one)."""
     with _lock:

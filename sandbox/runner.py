@@ -23,7 +23,7 @@ from .handle import Sandbox
 
 if TYPE_CHECKING:
     from .handle import Process
-from .launch import Command, prepare_launch
+from .launch import Command, prepare_launch, warm_up
 from .policy import MiB, SandboxPolicy
 from .spawn import spawn
 from .termination import Termination
@@ -118,6 +118,7 @@ def run(
     elif stdin_fd is not None:
         stdin = stdin_fd
     with spawn(plan, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as sandbox:
+        warm_up()  # the next sandbox's cgroups, while bwrap sets this one up
         out = _Capped(stdout_cap, on_stdout)
         err = _Capped(stderr_cap, on_stderr)
         deadline = None if timeout is None else started + timeout

@@ -28,11 +28,11 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import forkserver, lifeline
+from . import cgroup_pool, forkserver, lifeline
 from .errors import LaunchError
 from .forkserver import ForkServer, Stdio
 from .handle import Sandbox
-from .launch import LaunchPlan
+from .launch import LaunchPlan, warm_up
 from .lifeline import track
 
 if TYPE_CHECKING:
@@ -81,9 +81,12 @@ def start(
 
 
 def retire() -> bool:
-    """With no sandbox left in this process: end the lifeline and stop the idle fork
-    servers of every thread (each starts again with its thread's next sandbox), so
-    nothing of sandvisor stays open. True if nothing was left running."""
+    """With no sandbox left in this process: remove the warm cgroups, end the lifeline
+    and stop the idle fork servers of every thread (each starts again with its thread's
+    next sandbox), so nothing of sandvisor stays open. True if nothing was left running."""
+    if lifeline.users() > cgroup_pool.ready():
+        return False  # sandboxes remain (of another spawner or thread): keep everything
+    cgroup_pool.drain()
     if not lifeline.retire():
         return False
     forkserver.stop_idle()
@@ -129,6 +132,8 @@ class Spawner:
                     future.set_result(fn())
                 except BaseException as exc:
                     future.set_exception(exc)
+                if self._jobs.empty():
+                    warm_up()  # the next sandbox's cgroups, while nothing else is asked
         finally:
             server.close()
 
