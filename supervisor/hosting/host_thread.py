@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds `stop` allows the supervisor to close (its own bound is 10 s) before giving up.
 JOIN_TIMEOUT = 30.0
+#: Runner tasks kept parked for the next calls (more end when their call does).
+MAX_PARKED = 32
 _names = itertools.count(1)
 
 
@@ -238,6 +240,11 @@ class HostThread:
         # calls submitted from other threads, and the eventfd that wakes the intake task
         self._submitted: collections.deque[RemoteCall] = collections.deque()
         self._wakeup = -1
+        # runner tasks (in the host nursery): one holds the intake, the others run a call
+        # or are parked for the next one (a parked task costs less to wake than a spawn)
+        self._parked: list[trio.lowlevel.Task] = []
+        self._handoff: dict[trio.lowlevel.Task, RemoteCall | None] = {}
+        self._intake_held = False
 
     # -- life ------------------------------------------------------------------------------
 
@@ -329,26 +336,71 @@ class HostThread:
             raise SupervisorError(f"the hosted supervisor is {self._state}")
         self.call_soon(self._spawn_job, job, box)
 
-    async def _intake(self) -> None:
-        """Wait for submitted calls; run the first inline (one scheduling step sooner than
-        spawning it) after handing the watch to a fresh intake task, spawn the others."""
-        nursery = self._nursery
-        assert nursery is not None
+    async def _runner(self, call: RemoteCall | None = None) -> None:
+        """A task of the host nursery: runs a call, then holds the intake or parks until
+        it is handed a call or the intake."""
+        sup = self.supervisor
+        while True:
+            if call is None:
+                if self._intake_held and len(self._parked) >= MAX_PARKED:
+                    return  # enough runners wait already
+                call = await self._next_call()
+            await call.run(sup)
+            call = None
+
+    async def _next_call(self) -> RemoteCall:
+        if self._intake_held:  # another runner watches the eventfd: wait for work here
+            task = trio.lowlevel.current_task()
+            self._parked.append(task)
+
+            def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+                if task in self._parked:
+                    self._parked.remove(task)
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
+            handed = self._handoff.pop(task)
+            if handed is not None:
+                return handed
+        else:
+            self._intake_held = True
+        return await self._intake()
+
+    async def _intake(self) -> RemoteCall:
+        """Hold the intake: wait for submitted calls, pass the intake to a parked runner
+        (or a new one) and the other calls likewise, and return the first to run here,
+        in this scheduling step."""
         while True:
             await trio.lowlevel.wait_readable(self._wakeup)
             try:
                 os.eventfd_read(self._wakeup)
             except BlockingIOError:
                 continue
-            calls = []
-            while self._submitted:
-                calls.append(self._submitted.popleft())
-            if calls:
+            if self._submitted:
                 break
-        nursery.start_soon(self._intake)
+        calls = []
+        while self._submitted:
+            calls.append(self._submitted.popleft())
+        self._hand(None)  # the next runner to hold the intake (it stays held)
         for call in calls[1:]:
-            nursery.start_soon(call.run, self.supervisor)
-        await calls[0].run(self.supervisor)
+            self._hand(call)
+        return calls[0]
+
+    async def _runner_holding_intake(self) -> None:
+        await self._runner(await self._intake())
+
+    def _hand(self, call: RemoteCall | None) -> None:
+        """Give ``call`` (None: the intake) to a parked runner, or to a new one."""
+        if self._parked:
+            task = self._parked.pop()
+            self._handoff[task] = call
+            trio.lowlevel.reschedule(task)
+        else:
+            assert self._nursery is not None
+            if call is None:
+                self._nursery.start_soon(self._runner_holding_intake)
+            else:
+                self._nursery.start_soon(self._runner, call)
 
     def _refuse_submitted(self) -> None:
         """After the host nursery: calls submitted too late to run hear why."""
@@ -420,7 +472,8 @@ class HostThread:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     self._token = trio.lowlevel.current_trio_token()
-                    nursery.start_soon(self._intake)
+                    self._intake_held = True
+                    nursery.start_soon(self._runner_holding_intake)
                     with self._lock:
                         if self._state == "starting":
                             self._state = "running"
