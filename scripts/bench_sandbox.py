@@ -95,15 +95,19 @@ def timed(fn: Callable[[], object]) -> tuple[float, float]:
     return (time.perf_counter() - t0) * 1000, cpu_ms() - c0
 
 
-def cpu_split(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
-    """Mean CPU ms per call of ``fn`` spent by this process, by its reaped children (the
-    sandbox: its set-up, bwrap and the program) and by the fork servers."""
-    before = cpu_parts()
+def cpu_split(fns: dict[str, Callable[[], object]], runs: int) -> dict[str, list[float]]:
+    """Mean CPU ms per call of each of ``fns`` (interleaved, as the headline is) spent by
+    this process, by its reaped children (the sandbox: its set-up, bwrap and the program)
+    and by the fork servers."""
+    totals = {name: [0.0, 0.0, 0.0] for name in fns}
     for _ in range(runs):
-        fn()
-    after = cpu_parts()
-    host, kids, server = ((a - b) / runs for a, b in zip(after, before, strict=True))
-    return host, kids, server
+        for name, fn in fns.items():
+            before = cpu_parts()
+            fn()
+            after = cpu_parts()
+            for i in range(3):
+                totals[name][i] += (after[i] - before[i]) / runs
+    return totals
 
 
 def interleaved(
@@ -296,8 +300,7 @@ def main() -> int:
         f"  cpu:  bare {b_cpu:7.2f} ms   ours {o_cpu:7.2f} ms   "
         f"+{o_cpu - b_cpu:6.2f} ms   ratio {o_cpu / b_cpu:5.2f}"
     )
-    for name, fn in (("bare", bare), ("ours", ours)):
-        host, kids, server = cpu_split(fn, runs)
+    for name, (host, kids, server) in cpu_split({"bare": bare, "ours": ours}, runs).items():
         print(
             f"  cpu of {name} by process (mean ms): host {host:.2f}, "
             f"sandbox processes {kids:.2f}, fork server {server:.2f}"
