@@ -322,12 +322,21 @@ class HostThread:
             raise SupervisorError("the hosted supervisor has stopped") from None
 
     def submit(self, call: RemoteCall) -> None:
-        """Run ``call`` in the host nursery; its mailbox hears how it ends."""
+        """Run ``call`` in the host nursery; its mailbox hears how it ends.
+
+        While a runner holds the intake (waits on the eventfd), the eventfd wakes it and
+        it runs the call itself, in that scheduling step. While none does (each runs a
+        call), a runner that finishes takes the call, and a callback in the trio thread
+        hands it to a parked (or new) runner meanwhile."""
         with self._lock:
             if self._state != "running":
                 raise SupervisorError(f"the hosted supervisor is {self._state}")
             self._submitted.append(call)
-        os.eventfd_write(self._wakeup, 1)
+            watched = self._intake_held
+        if watched:
+            os.eventfd_write(self._wakeup, 1)
+        else:
+            self.call_soon(self._kick)
 
     def spawn(self, job: Callable[[Supervisor], Awaitable[None]], box: Mailbox) -> None:
         """Run ``await job(supervisor)`` in the host nursery; ``box`` gets `Ended` with
@@ -337,70 +346,79 @@ class HostThread:
         self.call_soon(self._spawn_job, job, box)
 
     async def _runner(self, call: RemoteCall | None = None) -> None:
-        """A task of the host nursery: runs a call, then holds the intake or parks until
-        it is handed a call or the intake."""
+        """A task of the host nursery: runs calls; between them it takes a call that
+        waits, or holds the intake (no runner does), or parks until it is handed one."""
         sup = self.supervisor
         while True:
-            if call is None:
-                if self._intake_held and len(self._parked) >= MAX_PARKED:
+            while call is None:
+                with self._lock:
+                    if self._submitted:
+                        call = self._take_submitted()
+                        break
+                    intake = not self._intake_held
+                    if intake:
+                        self._intake_held = True
+                if intake:
+                    call = await self._intake()
+                elif len(self._parked) >= MAX_PARKED:
                     return  # enough runners wait already
-                call = await self._next_call()
+                else:
+                    call = await self._park()
             await call.run(sup)
             call = None
 
-    async def _next_call(self) -> RemoteCall:
-        if self._intake_held:  # another runner watches the eventfd: wait for work here
-            task = trio.lowlevel.current_task()
-            self._parked.append(task)
-
-            def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-                if task in self._parked:
-                    self._parked.remove(task)
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
-            handed = self._handoff.pop(task)
-            if handed is not None:
-                return handed
-        else:
-            self._intake_held = True
-        return await self._intake()
-
     async def _intake(self) -> RemoteCall:
-        """Hold the intake: wait for submitted calls, pass the intake to a parked runner
-        (or a new one) and the other calls likewise, and return the first to run here,
-        in this scheduling step."""
+        """Hold the intake until calls are submitted: the first is returned (to run in
+        this scheduling step), the others go to parked or new runners. The intake is
+        re-armed by whichever runner is free next: no scheduling step to pass it on."""
         while True:
             await trio.lowlevel.wait_readable(self._wakeup)
             try:
                 os.eventfd_read(self._wakeup)
             except BlockingIOError:
                 continue
-            if self._submitted:
-                break
-        calls = []
+            with self._lock:
+                if self._submitted:
+                    self._intake_held = False
+                    return self._take_submitted()
+
+    async def _park(self) -> RemoteCall | None:
+        """Wait until `_kick` hands this runner a call (None: look again)."""
+        task = trio.lowlevel.current_task()
+        self._parked.append(task)
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            if task in self._parked:
+                self._parked.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        return self._handoff.pop(task, None)
+
+    def _take_submitted(self) -> RemoteCall:
+        """(Lock held, calls waiting.) The first submitted call; the others are handed
+        to parked or new runners."""
+        call = self._submitted.popleft()
         while self._submitted:
-            calls.append(self._submitted.popleft())
-        self._hand(None)  # the next runner to hold the intake (it stays held)
-        for call in calls[1:]:
-            self._hand(call)
-        return calls[0]
+            self._hand(self._submitted.popleft())
+        return call
 
-    async def _runner_holding_intake(self) -> None:
-        await self._runner(await self._intake())
+    def _kick(self) -> None:
+        """In the trio thread: calls submitted while no runner held the intake."""
+        with self._lock:
+            while self._submitted:
+                self._hand(self._submitted.popleft())
 
-    def _hand(self, call: RemoteCall | None) -> None:
-        """Give ``call`` (None: the intake) to a parked runner, or to a new one."""
+    def _hand(self, call: RemoteCall) -> None:
+        """Give ``call`` to a parked runner, or to a new one."""
         if self._parked:
             task = self._parked.pop()
             self._handoff[task] = call
             trio.lowlevel.reschedule(task)
-        else:
-            assert self._nursery is not None
-            if call is None:
-                self._nursery.start_soon(self._runner_holding_intake)
-            else:
-                self._nursery.start_soon(self._runner, call)
+        elif self._nursery is not None:
+            self._nursery.start_soon(self._runner, call)
+        else:  # the host nursery has ended: the call hears why
+            call.mailbox.post(Ended(error=SupervisorError("the hosted supervisor stopped")))
 
     def _refuse_submitted(self) -> None:
         """After the host nursery: calls submitted too late to run hear why."""
@@ -472,8 +490,7 @@ class HostThread:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     self._token = trio.lowlevel.current_trio_token()
-                    self._intake_held = True
-                    nursery.start_soon(self._runner_holding_intake)
+                    nursery.start_soon(self._runner)
                     with self._lock:
                         if self._state == "starting":
                             self._state = "running"
