@@ -96,7 +96,7 @@ class Supervisor:
         *,
         tools: Sequence[ToolPolicy] = (),
         pool_min: int | None = None,
-        max_calls_per_worker: int = 1000,
+        max_calls_per_worker: int | None = None,
         acquire_timeout: float = 30.0,
         cancel_grace: float = DEFAULT_CANCEL_GRACE,
         start_timeout: float = 10.0,
@@ -124,6 +124,8 @@ class Supervisor:
             raise ValueError("max_in_flight must be an int >= 1")
         # every call in flight keeps an id free for its cancel: rid + cid per call
         id_budget = (MAX_SESSION_IDS - 2 * max_in_flight) // 2
+        if max_calls_per_worker is None:  # as many as the session's ids allow
+            max_calls_per_worker = id_budget
         if not isinstance(max_calls_per_worker, int) or not 1 <= max_calls_per_worker <= id_budget:
             raise ValueError(f"max_calls_per_worker must be in 1..{id_budget}")
         for name, value in (("acquire_timeout", acquire_timeout), ("start_timeout", start_timeout),

@@ -184,6 +184,14 @@ async def test_worker_argv_needs_tools_and_exactly_one_program() -> None:
         Supervisor(adapters=[ADAPTERS], worker_argv=["/bin/true"], tools=[ToolPolicy("x")])
 
 
+def test_sessions_serve_as_many_calls_as_their_ids_allow_by_default() -> None:
+    # every call takes a rid and keeps one id free for its cancel (4,096 ids a session)
+    assert Supervisor(adapters=[ADAPTERS]).max_calls_per_worker == 2047
+    assert Supervisor(adapters=[ADAPTERS], max_in_flight=8).max_calls_per_worker == 2040
+    with pytest.raises(ValueError, match=r"1\.\.2040"):
+        Supervisor(adapters=[ADAPTERS], max_in_flight=8, max_calls_per_worker=2041)
+
+
 async def test_adapters_that_do_not_load_fail_the_start_clearly() -> None:
     with pytest.raises(DescribeError, match="no_such_module_here"):
         async with Supervisor(adapters=["json:no_such_module_here"]):
