@@ -93,8 +93,16 @@ def _quartile(values: list[float]) -> float:
     return statistics.quantiles(values, n=4)[0]
 
 
-def bench_asyncio(rounds: int, batch: int, tool: str = TOOL, value: str = VALUE) -> Pairs:
+def bench_asyncio(
+    rounds: int, batch: int, tool: str = TOOL, value: str = VALUE, bridge: list[float] | None = None
+) -> Pairs:
+    """asyncio invokes against trio ones; ``bridge`` (if given) collects the times of a
+    bare round trip from asyncio into the host's trio thread and back (``call_in_host`` of
+    a no-op): the floor of a thread-hosted call, whatever the call does."""
     pairs = Pairs()
+
+    async def nothing(sup: Supervisor) -> None:
+        return None
 
     async def main() -> None:
         async with AsyncioSupervisor(adapters=ADAPTERS, pool_size=1, ping_interval=None) as sup:
@@ -110,6 +118,11 @@ def bench_asyncio(rounds: int, batch: int, tool: str = TOOL, value: str = VALUE)
                     assert out.status == "completed"
                 baseline: list[float] = await sup.call_in_host(trio_batch(batch, tool, value))
                 pairs.add(times, baseline)
+                if bridge is not None:
+                    for _ in range(batch):
+                        began = time.perf_counter()
+                        await sup.call_in_host(nothing)
+                        bridge.append(time.perf_counter() - began)
 
     asyncio.run(main())
     return pairs
@@ -176,7 +189,17 @@ def main() -> int:
     args = parser.parse_args()
     rounds, batch = (60, 5) if args.quick else (300, 5)
     print(f"bench_hosting: {TOOL!r} round trips, {rounds} interleaved rounds of {batch}")
-    ok = bench_asyncio(rounds, batch).report("asyncio / trio", ASYNCIO_TARGET)
+    bridge: list[float] = []
+    asyncio_pairs = bench_asyncio(rounds, batch, bridge=bridge)
+    ok = asyncio_pairs.report("asyncio / trio", ASYNCIO_TARGET)
+    floor = statistics.median(bridge)
+    best = (floor + statistics.median(asyncio_pairs.baseline)) / statistics.median(
+        asyncio_pairs.baseline
+    )
+    print(
+        f"{'  thread bridge':<20} {floor * 1e3:6.3f} ms alone (asyncio -> host thread -> "
+        f"asyncio, no call): a thread-hosted call is at best {best:4.2f}x"
+    )
     bench_sync(rounds, batch).report("sync / trio", None)
     bench_asyncio(rounds // 3, batch, "sleep", "0.002").report("asyncio, 2 ms tool", None)
     ok &= bench_serve(rounds, batch).report("serve / in-process", SERVE_TARGET)
