@@ -271,20 +271,21 @@ def test_closing_cancels_running_calls_and_refuses_new_ones() -> None:
 
 def test_a_scripted_tool_with_sandboxed_tools_runs_and_cancels_from_asyncio() -> None:
     async def main(sup: AsyncioSupervisor) -> None:
-        shop = ScriptedTool("shop", timeout_seconds=1.0)
+        shop = ScriptedTool("shop", timeout_seconds=60.0)
         shop.add_tool("upper", "upper-case stdin", sup.tool_callback("text.upper"))
-        shop.add_tool("nap", "sleep", sup.tool_callback("sleep", deadline=20))
         shop.add_tool("price", "a local tool", lambda params, stdin: '{"p": 3}\n')
         result = await shop.execute('price | jq -r .p | upper; echo "$(echo ab | upper)"')
         assert (result.stdout, result.exit_code) == ("3\nAB\n", 0)
+        napper = ScriptedTool("napper", timeout_seconds=1.0)  # a short execution deadline
+        napper.add_tool("nap", "sleep", sup.tool_callback("sleep", deadline=20))
         async with sup.audit_events() as events:
             # the execution deadline cancels the async callback: a cooperative cancel
-            result = await shop.execute("echo 30 | nap; echo after")
+            result = await napper.execute("echo 30 | nap; echo after")
             assert "callback timeout" in result.stderr
             event = await next_event(events)
             assert (event.tool, event.status) == ("sleep", "cancelled")
             # cancelling the task that runs the script cancels the call too
-            task = asyncio.create_task(ScriptedTool.execute(shop, "echo 0.9 | nap"))
+            task = asyncio.create_task(ScriptedTool.execute(napper, "echo 0.9 | nap"))
             await asyncio.sleep(0.3)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
