@@ -228,11 +228,16 @@ class Sandbox:
         scans every process of the machine for the sandbox's own uid (a fresh uid is
         this sandbox's alone), which finds anything that escaped both. The sandbox's uid
         cannot move a process out of its cgroup, so `cleanup` scans only without one."""
+        members = (
+            self.cgroup.pids() if self.cgroup is not None and not self.cgroup.removed else set()
+        )
+        if not members and self._returncode is not None and not (thorough and self._uid_is_unique):
+            return []  # the common end of a sandbox: no psutil (`sandvisor exec` saves ~13 ms)
         import psutil  # here, not at import: `sandvisor exec` starts faster without it
 
         found: dict[int, psutil.Process] = {}
-        if self.cgroup is not None and not self.cgroup.removed:
-            for pid in self.cgroup.pids():
+        if members:
+            for pid in members:
                 with contextlib.suppress(psutil.Error):
                     found[pid] = psutil.Process(pid)
         if self._returncode is None:
