@@ -17,6 +17,7 @@ import collections
 import contextlib
 import contextvars
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,10 +60,18 @@ class ServeDefaults:
 
 
 class OutQueue:
-    """Encoded event lines waiting for the writer; ``put`` never blocks."""
+    """Encoded event lines waiting for the writer; ``put`` never blocks.
 
-    def __init__(self) -> None:
+    With ``fd`` (the client's non-blocking pipe or socket), a line put while nothing is
+    queued or being written goes straight out with one ``os.write``: no wake-up of the
+    writer task, which then only writes what the client was not ready to take. Lines
+    still leave in order: ``put`` writes directly only when the queue is empty and the
+    writer is not in the middle of a write."""
+
+    def __init__(self, fd: int | None = None) -> None:
         self._lines: collections.deque[bytes] = collections.deque()
+        self._fd = fd
+        self._writing = False  # the writer holds lines taken and not yet written
         self.queued = 0
         self.closed = False
         self._wake = trio.Event()
@@ -71,6 +80,14 @@ class OutQueue:
     def put(self, line: bytes) -> None:
         if self.closed:
             return
+        if self._fd is not None and not self._writing and not self._lines:
+            try:
+                written = os.write(self._fd, line)
+            except OSError:  # full (the writer waits for room) or broken (it reports)
+                written = 0
+            if written == len(line):
+                return
+            line = line[written:]
         self._lines.append(line)
         self.queued += len(line)
         self._wake.set()
@@ -81,7 +98,9 @@ class OutQueue:
         self._wake.set()
 
     async def take(self) -> bytes | None:
-        """Everything queued, as one write; None once closed and empty."""
+        """Everything queued, as one write; None once closed and empty. (The writer
+        calls it again only once the last write is done.)"""
+        self._writing = False
         while not self._lines:
             if self.closed:
                 return None
@@ -89,6 +108,7 @@ class OutQueue:
             self._wake = trio.Event()
         data = b"".join(self._lines)
         self._lines.clear()
+        self._writing = True
         self.queued = 0
         self._drained.set()
         self._drained = trio.Event()
@@ -536,7 +556,7 @@ async def serve_stream(
 ) -> None:
     """Serve one client over a pair of streams until it is done. `ServeSession.request_stop`
     (through ``task_status``) ends it in order: the running calls still report."""
-    out = OutQueue()
+    out = OutQueue(_fd_of(sink))
     session = ServeSession(defaults, out)
     async with trio.open_nursery() as writers:
         writers.start_soon(_write_events, out, sink)
@@ -550,6 +570,15 @@ async def serve_stream(
                         await session.close()
         finally:
             out.close()
+
+
+def _fd_of(sink: trio.abc.SendStream) -> int | None:
+    """The fd under a pipe or socket stream (trio made it non-blocking), else None."""
+    if isinstance(sink, trio.lowlevel.FdStream):
+        return sink.fileno()
+    if isinstance(sink, trio.SocketStream):
+        return sink.socket.fileno()
+    return None
 
 
 async def _write_events(out: OutQueue, sink: trio.abc.SendStream) -> None:
