@@ -12,24 +12,13 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from hosting_helpers import sandbox_problem  # noqa: E402
-
-
-def _needs_sandbox(module: object) -> bool:
-    return bool(getattr(module, "NEEDS_SANDBOX", True))
+from sandbox_gate import mark_sandboxed, skip_without_sandbox  # noqa: E402
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if HERE in Path(str(item.fspath)).parents and _needs_sandbox(item.module):  # type: ignore[attr-defined]
-            item.add_marker(pytest.mark.bwrap)
-            item.add_marker(pytest.mark.cgroup)
+    mark_sandboxed(items, HERE)
 
 
 @pytest.fixture(autouse=True)
 def _skip_without_sandbox(request: pytest.FixtureRequest) -> None:
-    if not _needs_sandbox(request.module):
-        return
-    problem = sandbox_problem()
-    if problem is not None:
-        pytest.skip(f"needs a working sandbox: {problem}")
+    skip_without_sandbox(request)

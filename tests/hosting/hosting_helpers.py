@@ -3,7 +3,6 @@ one import namespace)."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -17,19 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = "worker_runtime.examples:registry"
 DEMO = "worker_runtime.demo_adapters:registry"
 SANDVISOR = [sys.executable, "-m", "supervisor"]
-
-
-@functools.cache
-def sandbox_problem() -> str | None:
-    from sandbox.errors import SandboxUnavailable
-    from sandbox.policy import SandboxPolicy
-    from sandbox.probe import require
-
-    try:
-        require(SandboxPolicy())
-    except SandboxUnavailable as exc:
-        return str(exc)
-    return None
 
 
 def host_threads() -> list[str]:

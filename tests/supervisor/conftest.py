@@ -8,10 +8,8 @@ are in ``sv_support.py``. Tests skip, saying why, where no sandbox can be had.
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,40 +18,13 @@ for sub in ("adapters", "fakes"):
     if str(HERE / sub) not in sys.path:
         sys.path.insert(0, str(HERE / sub))
 
-from sandbox.errors import SandboxUnavailable  # noqa: E402
-from sandbox.policy import SandboxPolicy  # noqa: E402
-
-
-@functools.cache
-def sandbox_problem() -> str | None:
-    from sandbox.probe import require
-
-    try:
-        require(SandboxPolicy())
-    except SandboxUnavailable as exc:
-        return str(exc)
-    return None
-
-
-def _needs_sandbox_module(module: Any) -> bool:
-    """Test modules that run no sandbox say so with ``NEEDS_SANDBOX = False``."""
-    return bool(getattr(module, "NEEDS_SANDBOX", True))
+from sandbox_gate import mark_sandboxed, skip_without_sandbox  # noqa: E402
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        module = getattr(item, "module", None)
-        if HERE in Path(str(item.fspath)).parents and _needs_sandbox_module(module):
-            item.add_marker(pytest.mark.bwrap)
-            item.add_marker(pytest.mark.cgroup)
+    mark_sandboxed(items, HERE)
 
 
 @pytest.fixture(autouse=True)
 def _needs_sandbox(request: pytest.FixtureRequest) -> None:
-    if not _needs_sandbox_module(request.module):
-        return
-    problem = sandbox_problem()
-    if problem is not None:
-        pytest.skip(f"needs a working sandbox: {problem}")
-
-
+    skip_without_sandbox(request)
