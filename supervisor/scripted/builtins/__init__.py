@@ -9,96 +9,15 @@ tool bounds its output (``common.MAX_OUTPUT_BYTES``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from supervisor.scripted.contract import Command, CommandResult
+from supervisor._lazy import lazy_exports
 
-from .awk import awk
-from .common import OutputLimitError, limit_result
-from .cut import cut
-from .expr import expr
-from .extras import fold, nl, paste, rev, tac
-from .grep import grep
-from .headtail import head, tail
-from .jq_tool import jq
-from .sed import sed
-from .seq import seq
-from .sort import sort
-from .tr import tr
-from .uniq import uniq
-from .wc import wc
+# Lazy, so that a jq engine child, which imports ``builtins.jq_tool.child``, does not
+# load every tool (nor the engine pool's asyncio) to start.
+__getattr__ = lazy_exports(__name__, {"TEXT_COMMANDS": f"{__name__}.text_commands"})
 
-TextTool = Callable[[list[str], "str | None"], CommandResult]
-
-_USAGE = {
-    "awk": "Usage: awk [POSIX or GNU style options] [--] 'program' [file ...]",
-    "jq": "Usage:\tjq [OPTIONS] FILTER [FILES...]",
-    "cut": "Usage: cut OPTION... [FILE]...",
-    "expr": "Usage: expr EXPRESSION",
-    "fold": "Usage: fold [OPTION]... [FILE]...",
-    "grep": "Usage: grep [OPTION]... PATTERNS [FILE]...",
-    "head": "Usage: head [OPTION]... [FILE]...",
-    "nl": "Usage: nl [OPTION]... [FILE]...",
-    "paste": "Usage: paste [OPTION]... [FILE]...",
-    "rev": "Usage: rev [options] [file ...]",
-    "sed": "Usage: sed [OPTION]... {script-only-if-no-other-script} [input-file]...",
-    "seq": "Usage: seq [OPTION]... LAST\n  or:  seq [OPTION]... FIRST LAST\n"
-    "  or:  seq [OPTION]... FIRST INCREMENT LAST",
-    "sort": "Usage: sort [OPTION]... [FILE]...",
-    "tac": "Usage: tac [OPTION]... [FILE]...",
-    "tail": "Usage: tail [OPTION]... [FILE]...",
-    "tr": "Usage: tr [OPTION]... STRING1 [STRING2]",
-    "uniq": "Usage: uniq [OPTION]... [INPUT [OUTPUT]]",
-    "wc": "Usage: wc [OPTION]... [FILE]...",
-}
-
-
-#: Tools that answer ``--help``/``--version`` themselves.
-_OWN_HELP = frozenset({"jq", "awk"})
-
-
-def _guarded(name: str, tool: TextTool, limit_status: int) -> Command:
-    """The tool, plus ``--help``/``--version`` and the output cap turned into an error."""
-    usage = _USAGE.get(name, f"Usage: {name} [OPTION]...")
-
-    def run(args: list[str], stdin: str | None) -> CommandResult:
-        if args and args[0] == "--help" and name not in _OWN_HELP:
-            return CommandResult(usage + "\n(sandvisor: reads standard input only)\n", "", 0)
-        if args and args[0] == "--version" and name not in _OWN_HELP:
-            return CommandResult(f"{name} (sandvisor text tools)\n", "", 0)
-        try:
-            return tool(args, stdin)
-        except OutputLimitError:
-            return limit_result(name, limit_status)
-
-    run.__name__ = run.__qualname__ = name
-    run.__doc__ = tool.__doc__
-    return run
-
-
-_TOOLS: dict[str, tuple[TextTool, int]] = {
-    "awk": (awk, 2),
-    "cut": (cut, 1),
-    "expr": (expr, 2),
-    "fold": (fold, 1),
-    "grep": (grep, 2),
-    "head": (head, 1),
-    "jq": (jq, 5),
-    "nl": (nl, 1),
-    "paste": (paste, 1),
-    "rev": (rev, 1),
-    "sed": (sed, 4),
-    "seq": (seq, 1),
-    "sort": (sort, 2),
-    "tac": (tac, 1),
-    "tail": (tail, 1),
-    "tr": (tr, 1),
-    "uniq": (uniq, 1),
-    "wc": (wc, 1),
-}
-
-TEXT_COMMANDS: dict[str, Command] = {
-    name: _guarded(name, tool, status) for name, (tool, status) in sorted(_TOOLS.items())
-}
+if TYPE_CHECKING:
+    from .text_commands import TEXT_COMMANDS
 
 __all__ = ["TEXT_COMMANDS"]

@@ -9,18 +9,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .limits import JqLimits
-from .pool import JqEnginePool, configure, default_pool
-from .pool import jq as _contained_jq
+from supervisor._lazy import lazy_exports
+
+# Lazy: the engine child (``child.py``) imports this package and needs none of these.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "JqLimits": f"{__name__}.limits",
+        "JqEnginePool": f"{__name__}.pool",
+        "configure": f"{__name__}.pool",
+        "default_pool": f"{__name__}.pool",
+        "jq": f"{__name__}.pool",
+    },
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from supervisor.scripted.contract import CommandResult
-
-#: The command. It returns an awaitable (which the interpreter awaits, as the contract's
-#: ``Command`` allows) when called inside an event loop and the answer takes a while;
-#: typed as the text tools' sync signature until ``builtins.TextTool`` admits that.
-jq: Callable[[list[str], str | None], CommandResult] = _contained_jq  # type: ignore[assignment]
+    from .limits import JqLimits
+    from .pool import JqEnginePool, configure, default_pool, jq
 
 __all__ = ["JqEnginePool", "JqLimits", "configure", "default_pool", "jq"]
