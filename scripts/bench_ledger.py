@@ -37,8 +37,12 @@ BATCH = 16
 TOOL = ToolPolicy("bench.echo", max_calls=10**12, deadline=60.0)
 
 
-def best_rates(runs: list[Callable[[int], None]], ops: int, repeats: int,
-               clock: Callable[[], float] = time.perf_counter) -> list[float]:
+def best_rates(
+    runs: list[Callable[[int], None]],
+    ops: int,
+    repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[float]:
     """Operations per second of the fastest of ``repeats`` runs of each, interleaved so that
     a measure and its floor see the same moments of a busy machine."""
     best = [float("inf")] * len(runs)
@@ -107,6 +111,7 @@ def durable_ledger(directory: Path, batch: int) -> Callable[[int], None]:
 
 def durable_floor(directory: Path, batch: int) -> Callable[[int], None]:
     """Three fsync'd transactions per ``batch`` operations, one tiny row each."""
+
     def run(ops: int) -> None:
         path = directory / f"floor-{time.monotonic_ns()}.sqlite3"
         conn = sqlite3.connect(path, isolation_level=None)
@@ -152,45 +157,58 @@ def main() -> int:
     # the one least disturbed.
     memory_ops, durable_ops, repeats = (10_000, 300, 4) if args.quick else (20_000, 600, 25)
 
-    print(f"ledger benchmark (python {sys.version.split()[0]}, {os.cpu_count()} cpus); "
-          "each rate is the best of several runs, in operations (start+claim+complete) / s")
+    print(
+        f"ledger benchmark (python {sys.version.split()[0]}, {os.cpu_count()} cpus); "
+        "each rate is the best of several runs, in operations (start+claim+complete) / s"
+    )
     misses = []
 
     # In memory the work is pure CPU in one thread, so it is timed in this process's CPU
     # time: a neighbour that takes the core away does not count against the ledger. The
     # wall-clock rate is printed too; when they differ much, the machine was busy.
-    ledger_rate, floor_rate = best_rates([memory_ledger, memory_floor], memory_ops, repeats,
-                                         time.process_time)
+    ledger_rate, floor_rate = best_rates(
+        [memory_ledger, memory_floor], memory_ops, repeats, time.process_time
+    )
     (wall_rate,) = best_rates([memory_ledger], memory_ops, max(2, repeats // 5))
     ok = ledger_rate >= MEMORY_TARGET
     misses += [] if ok else ["in memory"]
-    print(f"in memory          {ledger_rate:>10,.0f}/s   floor {floor_rate:>12,.0f}/s   "
-          f"{floor_rate / ledger_rate:6.1f} x floor   target {MEMORY_TARGET:,}/s: "
-          f"{ledger_rate / MEMORY_TARGET:.2f} x {'ok' if ok else 'MISSED'}   "
-          f"(CPU time; wall clock {wall_rate:,.0f}/s)")
+    print(
+        f"in memory          {ledger_rate:>10,.0f}/s   floor {floor_rate:>12,.0f}/s   "
+        f"{floor_rate / ledger_rate:6.1f} x floor   target {MEMORY_TARGET:,}/s: "
+        f"{ledger_rate / MEMORY_TARGET:.2f} x {'ok' if ok else 'MISSED'}   "
+        f"(CPU time; wall clock {wall_rate:,.0f}/s)"
+    )
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         directory = Path(tmp)
         for batch in (1, BATCH):
             ops = durable_ops if batch == 1 else durable_ops * 4
             rate, floor = best_rates(
-                [durable_ledger(directory, batch), durable_floor(directory, batch)], ops,
-                max(2, repeats // 5))
+                [durable_ledger(directory, batch), durable_floor(directory, batch)],
+                ops,
+                max(2, repeats // 5),
+            )
             label = "durable, unbatched" if batch == 1 else f"durable, batch {batch}"
-            line = (f"{label:<18} {rate:>10,.0f}/s   floor {floor:>12,.0f}/s   "
-                    f"{rate / floor:6.2f} of floor")
+            line = (
+                f"{label:<18} {rate:>10,.0f}/s   floor {floor:>12,.0f}/s   "
+                f"{rate / floor:6.2f} of floor"
+            )
             if batch != 1:
                 ok = rate >= DURABLE_TARGET
                 misses += [] if ok else ["durable"]
-                line += (f"   target {DURABLE_TARGET:,}/s: {rate / DURABLE_TARGET:.2f} x "
-                         f"{'ok' if ok else 'MISSED'}")
+                line += (
+                    f"   target {DURABLE_TARGET:,}/s: {rate / DURABLE_TARGET:.2f} x "
+                    f"{'ok' if ok else 'MISSED'}"
+                )
             else:
                 line += "   (3 fsyncs per operation: bounded by the disk)"
             print(line)
         reopen_ops = 2_000 if args.quick else 20_000
         seconds = recovery_time(directory, reopen_ops)
-        print(f"recovery: reopening a journal of {reopen_ops:,} operations "
-              f"({3 * reopen_ops:,} events) takes {seconds * 1000:,.0f} ms")
+        print(
+            f"recovery: reopening a journal of {reopen_ops:,} operations "
+            f"({3 * reopen_ops:,} events) takes {seconds * 1000:,.0f} ms"
+        )
 
     if misses:
         print(f"missed: {', '.join(misses)}")

@@ -60,9 +60,7 @@ class CallEvent(msgspec.Struct, frozen=True, kw_only=True):
     ledger_hash: str | None
 
     @classmethod
-    def of(
-        cls, outcome: Outcome, *, time: float, ledger_head: tuple[int, str] | None
-    ) -> CallEvent:
+    def of(cls, outcome: Outcome, *, time: float, ledger_head: tuple[int, str] | None) -> CallEvent:
         error = outcome.error
         if error is not None and len(error) > MAX_ERROR_CHARS:
             error = error[:MAX_ERROR_CHARS] + "..."

@@ -128,13 +128,19 @@ class Supervisor:
             max_calls_per_worker = id_budget
         if not isinstance(max_calls_per_worker, int) or not 1 <= max_calls_per_worker <= id_budget:
             raise ValueError(f"max_calls_per_worker must be in 1..{id_budget}")
-        for name, value in (("acquire_timeout", acquire_timeout), ("start_timeout", start_timeout),
-                            ("reconcile_timeout", reconcile_timeout)):
+        for name, value in (
+            ("acquire_timeout", acquire_timeout),
+            ("start_timeout", start_timeout),
+            ("reconcile_timeout", reconcile_timeout),
+        ):
             _check_seconds(name, value)
         if not (isinstance(cancel_grace, int | float) and 0 <= cancel_grace < math.inf):
             raise ValueError("cancel_grace must be a number of seconds >= 0")
-        for name, maybe in (("session_lifetime", session_lifetime),
-                            ("ping_interval", ping_interval), ("frame_timeout", frame_timeout)):
+        for name, maybe in (
+            ("session_lifetime", session_lifetime),
+            ("ping_interval", ping_interval),
+            ("frame_timeout", frame_timeout),
+        ):
             if maybe is not None:
                 _check_seconds(name, maybe)
         self.adapters = list(adapters)
@@ -489,8 +495,9 @@ class Supervisor:
                 assert session_pool is not None
                 session_pool.retire(session)
             else:  # the call itself breaks the grant: the worker never saw it
-                call.resolve(ledger.fail(call.op_id, f"refused by the host: {exc}"),
-                             error_code=exc.code)
+                call.resolve(
+                    ledger.fail(call.op_id, f"refused by the host: {exc}"), error_code=exc.code
+                )
             return False
         except SessionUnusable:
             return False

@@ -46,8 +46,13 @@ class AuditKind(StrEnum):
 
 
 TERMINAL_KINDS = frozenset(
-    {AuditKind.COMPLETED, AuditKind.DENIED, AuditKind.FAILED, AuditKind.CANCELLED,
-     AuditKind.TIMED_OUT}
+    {
+        AuditKind.COMPLETED,
+        AuditKind.DENIED,
+        AuditKind.FAILED,
+        AuditKind.CANCELLED,
+        AuditKind.TIMED_OUT,
+    }
 )
 
 
@@ -71,20 +76,31 @@ class AuditEvent(msgspec.Struct, frozen=True):
     prev_hash: str
     hash: str
 
-    def fields(self) -> tuple[int, float, int, str, int, int, str, int, int, str, str | None,
-                              str]:
+    def fields(self) -> tuple[int, float, int, str, int, int, str, int, int, str, str | None, str]:
         """Everything the hash covers, in canonical order."""
-        return (self.seq, self.time, self.op_id, self.tool, self.call_index, self.attempt,
-                self.kind, self.bytes_in, self.bytes_out, self.detail, self.digest,
-                self.prev_hash)
+        return (
+            self.seq,
+            self.time,
+            self.op_id,
+            self.tool,
+            self.call_index,
+            self.attempt,
+            self.kind,
+            self.bytes_in,
+            self.bytes_out,
+            self.detail,
+            self.digest,
+            self.prev_hash,
+        )
 
 
 def event_hash(fields: tuple[object, ...]) -> str:
     return _sha256(_DOMAIN + _encode(fields)).hexdigest()
 
 
-def verify_chain(events: Iterable[AuditEvent], *, prev_hash: str = GENESIS_HASH,
-                 first_seq: int = 1) -> tuple[int, str]:
+def verify_chain(
+    events: Iterable[AuditEvent], *, prev_hash: str = GENESIS_HASH, first_seq: int = 1
+) -> tuple[int, str]:
     """Check that ``events`` hash correctly and link from ``prev_hash`` with consecutive
     sequence numbers from ``first_seq``. Returns ``(count, head hash)``; raises
     ``AuditChainBroken`` at the first bad event."""
@@ -94,13 +110,17 @@ def verify_chain(events: Iterable[AuditEvent], *, prev_hash: str = GENESIS_HASH,
         if event.seq != expected_seq:
             raise AuditChainBroken(
                 f"audit event {event.seq} found where {expected_seq} was expected "
-                f"(events removed or reordered)", seq=event.seq)
+                f"(events removed or reordered)",
+                seq=event.seq,
+            )
         if event.prev_hash != prev_hash:
             raise AuditChainBroken(
-                f"audit event {event.seq} does not link to its predecessor", seq=event.seq)
+                f"audit event {event.seq} does not link to its predecessor", seq=event.seq
+            )
         if event_hash(event.fields()) != event.hash:
             raise AuditChainBroken(
-                f"audit event {event.seq} does not match its hash (edited)", seq=event.seq)
+                f"audit event {event.seq} does not match its hash (edited)", seq=event.seq
+            )
         prev_hash = event.hash
         expected_seq += 1
         count += 1
@@ -133,15 +153,38 @@ class AuditTrail:
         self.seq = seq
         self.head = head
 
-    def record(self, time: float, op_id: int, tool: str, call_index: int, attempt: int,
-               kind: str, bytes_in: int, bytes_out: int, detail: str, digest: str | None,
-               persist: Callable[[AuditEvent], None] | None) -> AuditEvent:
+    def record(
+        self,
+        time: float,
+        op_id: int,
+        tool: str,
+        call_index: int,
+        attempt: int,
+        kind: str,
+        bytes_in: int,
+        bytes_out: int,
+        detail: str,
+        digest: str | None,
+        persist: Callable[[AuditEvent], None] | None,
+    ) -> AuditEvent:
         """Chain the next event. ``persist`` (the journal write) runs first: if it raises,
         the chain is left as it was."""
         seq = self.seq + 1
         prev = self.head
-        fields = (seq, time, op_id, tool, call_index, attempt, kind, bytes_in, bytes_out,
-                  detail, digest, prev)
+        fields = (
+            seq,
+            time,
+            op_id,
+            tool,
+            call_index,
+            attempt,
+            kind,
+            bytes_in,
+            bytes_out,
+            detail,
+            digest,
+            prev,
+        )
         event = AuditEvent(*fields, _sha256(_DOMAIN + _encode(fields)).hexdigest())
         if persist is not None:
             persist(event)

@@ -81,8 +81,9 @@ class Ledger(LedgerEngine):
 
     # -- registration -----------------------------------------------------------------
 
-    def register_external_tool(self, policy: ToolPolicy, *,
-                               redactor: Redactor | None = None) -> None:
+    def register_external_tool(
+        self, policy: ToolPolicy, *, redactor: Redactor | None = None
+    ) -> None:
         """Make ``policy.name`` startable. Refused without entropy (and no host nonce)."""
         if not isinstance(policy, ToolPolicy):
             raise PolicyError("register_external_tool takes a ToolPolicy")
@@ -94,8 +95,7 @@ class Ledger(LedgerEngine):
             if self._nonce is None:
                 self._nonce = SessionNonce.from_os_entropy()
             self._key_prefix = self._nonce.key_prefix()
-        contract = None if policy.contract is None else payloads.compile_contract(
-            policy.contract)
+        contract = None if policy.contract is None else payloads.compile_contract(policy.contract)
         entry = _Tool(policy, contract)
         entry.redactor = redactor
         self._tools[policy.name] = entry
@@ -110,25 +110,34 @@ class Ledger(LedgerEngine):
             raise StreamingDisabled(f"tool {tool!r} has no stream policy")
         if entry.reserved:
             raise AlreadyReserved(
-                f"tool {tool!r} has operations already; its redactor can no longer change")
+                f"tool {tool!r} has operations already; its redactor can no longer change"
+            )
         if not callable(redactor):
             raise PolicyError("a redactor must be callable")
         entry.redactor = redactor
 
     # -- the lifecycle ----------------------------------------------------------------
 
-    def start(self, tool: str, value: Any, *, deadline: float | None = None,
-              idempotency_key: str | None = None) -> int:
+    def start(
+        self,
+        tool: str,
+        value: Any,
+        *,
+        deadline: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> int:
         """Reserve an operation (queued, attempt 0) and return its host-local id.
 
         ``deadline``: seconds from now for this operation; the earlier of it and the
         tool's policy deadline applies. ``idempotency_key``: the caller's own key (the
         id grammar) instead of a fresh one, e.g. to retry an earlier operation's effect.
         """
-        if deadline is not None and (type(deadline) not in (int, float)
-                                     or not math.isfinite(deadline) or deadline <= 0):
-            raise PolicyError(f"deadline must be a positive number of seconds or None, "
-                              f"got {deadline!r}")
+        if deadline is not None and (
+            type(deadline) not in (int, float) or not math.isfinite(deadline) or deadline <= 0
+        ):
+            raise PolicyError(
+                f"deadline must be a positive number of seconds or None, got {deadline!r}"
+            )
         if idempotency_key is not None:
             check_id("idempotency_key", idempotency_key)
         entry = self._tools.get(tool)
@@ -137,20 +146,25 @@ class Ledger(LedgerEngine):
         policy = entry.policy
         try:
             # The common case inline; payloads.encode has every rule.
-            data = (value.encode() if policy.format == "text" and type(value) is str
-                    else payloads.encode(policy.format, value))
+            data = (
+                value.encode()
+                if policy.format == "text" and type(value) is str
+                else payloads.encode(policy.format, value)
+            )
         except (payloads.PayloadError, UnicodeEncodeError) as exc:
             raise InvalidInput(f"tool {tool!r}: {payloads.reason(exc)}") from None
         if len(data) > policy.max_input_bytes:
-            raise InvalidInput(f"tool {tool!r}: input is {len(data)} bytes, over "
-                               f"max_input_bytes {policy.max_input_bytes}")
+            raise InvalidInput(
+                f"tool {tool!r}: input is {len(data)} bytes, over "
+                f"max_input_bytes {policy.max_input_bytes}"
+            )
         call_index = self._calls.get(tool, 0) + 1
         if call_index > policy.max_calls:
             raise CallBudgetExhausted(
-                f"tool {tool!r}: all {policy.max_calls} calls have been started")
+                f"tool {tool!r}: all {policy.max_calls} calls have been started"
+            )
         if len(self._live) >= self._max_pending:
-            raise PendingLimitReached(
-                f"{self._max_pending} operations are pending already")
+            raise PendingLimitReached(f"{self._max_pending} operations are pending already")
         if self._unusable is not None:
             self._check_usable()
         op_id = self._next_id
@@ -166,19 +180,29 @@ class Ledger(LedgerEngine):
             # The event vouches for the journaled record: recovery checks the digest.
             limits = None if stream is None else stream.as_tuple()
             record = OpRecord(
-                op_id=op_id, tool=tool, call_index=call_index, idempotency_key=key,
-                format=fmt, input=data, max_attempts=max_attempts, max_output_bytes=max_output,
-                deadline_wall=deadline_wall, stream=limits)
+                op_id=op_id,
+                tool=tool,
+                call_index=call_index,
+                idempotency_key=key,
+                format=fmt,
+                input=data,
+                max_attempts=max_attempts,
+                max_output_bytes=max_output,
+                deadline_wall=deadline_wall,
+                stream=limits,
+            )
             digest = record.digest()
             persist = self._persist(record, None)
-        event = self._trail.record(wall, op_id, tool, call_index, 0, AuditKind.STARTED,
-                                   len(data), 0, key, digest, persist)
+        event = self._trail.record(
+            wall, op_id, tool, call_index, 0, AuditKind.STARTED, len(data), 0, key, digest, persist
+        )
         self._next_id = op_id + 1
         self._calls[tool] = call_index
         entry.reserved = True
         deadline_at = None if deadline is None else self._clock() + deadline
-        op = Operation(op_id, tool, call_index, key, fmt, value, max_attempts, max_output,
-                       deadline_at, stream)
+        op = Operation(
+            op_id, tool, call_index, key, fmt, value, max_attempts, max_output, deadline_at, stream
+        )
         self._live[op_id] = op
         queue = self._queue
         queue.append(op)
@@ -237,14 +261,18 @@ class Ledger(LedgerEngine):
         self._refuse_indeterminate(op, "retried (that would re-dispatch it)")
         now = self._clock()
         if op.deadline_at is not None and now >= op.deadline_at:
-            raise DeadlineElapsed(f"operation {op_id}: its deadline has passed; expire it",
-                                  op_id=op_id)
+            raise DeadlineElapsed(
+                f"operation {op_id}: its deadline has passed; expire it", op_id=op_id
+            )
         if op.attempt >= op.max_attempts:
             raise RetryLimitReached(
                 f"operation {op_id}: attempt {op.attempt} of {op.max_attempts}; complete, "
-                f"fail or cancel it", op_id=op_id)
-        event = self._record_op(op, AuditKind.RETRY_SCHEDULED, op.attempt + 1,
-                                detail=retry_class.value)
+                f"fail or cancel it",
+                op_id=op_id,
+            )
+        event = self._record_op(
+            op, AuditKind.RETRY_SCHEDULED, op.attempt + 1, detail=retry_class.value
+        )
         op.attempt += 1
         if self._subscribers:
             self._publish(event)
@@ -272,8 +300,9 @@ class Ledger(LedgerEngine):
             size = len(text.encode())
         except UnicodeEncodeError:
             self._deny_chunk(op, 0, 0, "invalid_text")
-            raise InvalidOutput(f"operation {op_id}: chunk is not valid Unicode",
-                                op_id=op_id) from None
+            raise InvalidOutput(
+                f"operation {op_id}: chunk is not valid Unicode", op_id=op_id
+            ) from None
         limit = None
         if op.chunks >= policy.max_chunks:
             limit = "max_chunks"
@@ -283,8 +312,7 @@ class Ledger(LedgerEngine):
             limit = "max_total_bytes"
         if limit is not None:
             self._deny_chunk(op, size, 0, limit)
-            raise StreamLimitExceeded(f"operation {op_id}: chunk refused by {limit}",
-                                      op_id=op_id)
+            raise StreamLimitExceeded(f"operation {op_id}: chunk refused by {limit}", op_id=op_id)
         emitted = text
         if entry.redactor is not None:
             try:
@@ -294,24 +322,26 @@ class Ledger(LedgerEngine):
                 emitted_size = len(emitted.encode())
             except Exception as exc:
                 self._deny_chunk(op, size, 0, "redactor_failed")
-                raise RedactorFailed(f"tool {op.tool!r}: the redactor failed: {exc}",
-                                     op_id=op_id) from exc
+                raise RedactorFailed(
+                    f"tool {op.tool!r}: the redactor failed: {exc}", op_id=op_id
+                ) from exc
         else:
             emitted_size = size
         if emitted_size > policy.max_emitted_bytes - op.emitted_bytes:
             self._deny_chunk(op, size, emitted_size, "max_emitted_bytes")
-            raise StreamLimitExceeded(f"operation {op_id}: chunk refused by "
-                                      f"max_emitted_bytes", op_id=op_id)
+            raise StreamLimitExceeded(
+                f"operation {op_id}: chunk refused by max_emitted_bytes", op_id=op_id
+            )
         index = op.chunks + 1
-        event = self._record_op(op, AuditKind.STREAMED, op.attempt, size, emitted_size,
-                                str(index))
+        event = self._record_op(op, AuditKind.STREAMED, op.attempt, size, emitted_size, str(index))
         op.chunks = index
         op.source_bytes += size
         op.emitted_bytes += emitted_size
         if self._subscribers:
             self._publish(event)
-        return StreamChunk(id=op.id, index=index, text=emitted, source_bytes=size,
-                           emitted_bytes=emitted_size)
+        return StreamChunk(
+            id=op.id, index=index, text=emitted, source_bytes=size, emitted_bytes=emitted_size
+        )
 
     def _deny_chunk(self, op: Operation, size: int, emitted: int, why: str) -> None:
         event = self._record_op(op, AuditKind.STREAM_DENIED, op.attempt, size, emitted, why)
@@ -348,8 +378,13 @@ class Ledger(LedgerEngine):
             op.state = _CR
             if self._subscribers:
                 self._publish(event)
-        return CancellationTicket(id=op.id, tool=op.tool, call_index=op.call_index,
-                                  attempt=op.attempt, idempotency_key=op.key)
+        return CancellationTicket(
+            id=op.id,
+            tool=op.tool,
+            call_index=op.call_index,
+            attempt=op.attempt,
+            idempotency_key=op.key,
+        )
 
     def confirm_cancellation(self, op_id: int) -> Outcome:
         """Phase two: only after the worker's authenticated acknowledgement. Never after a
@@ -358,7 +393,8 @@ class Ledger(LedgerEngine):
         self._entry(op)
         if op.state is _C:
             raise CancellationNotRequested(
-                f"operation {op_id}: no cancellation was requested", op_id=op_id)
+                f"operation {op_id}: no cancellation was requested", op_id=op_id
+            )
         self._refuse_indeterminate(op, "confirmed cancelled; reconcile it instead")
         if self._late(op):
             return self._time_out(op, "late_cancellation")
@@ -379,8 +415,9 @@ class Ledger(LedgerEngine):
         op = self._dispatched(op_id, allow_cancel_requested=True)
         if op.indeterminate:
             return
-        event = self._record_op(op, AuditKind.INDETERMINATE, op.attempt,
-                                detail=_truncate(str(cause), _DETAIL_CHARS))
+        event = self._record_op(
+            op, AuditKind.INDETERMINATE, op.attempt, detail=_truncate(str(cause), _DETAIL_CHARS)
+        )
         op.indeterminate = True
         if self._subscribers:
             self._publish(event)
@@ -399,13 +436,17 @@ class Ledger(LedgerEngine):
         entry = self._entry(op)
         state = status.state
         if state == "succeeded" and status.format != op.format:
-            raise InvalidOutput(f"operation {op_id}: reconciled payload is {status.format}, "
-                                f"the tool's format is {op.format}", op_id=op_id)
+            raise InvalidOutput(
+                f"operation {op_id}: reconciled payload is {status.format}, "
+                f"the tool's format is {op.format}",
+                op_id=op_id,
+            )
         late = self._late(op)
         if state in ("running", "unknown"):
             if late:
-                raise DeadlineElapsed(f"operation {op_id}: its deadline has passed; expire "
-                                      f"it", op_id=op_id)
+                raise DeadlineElapsed(
+                    f"operation {op_id}: its deadline has passed; expire it", op_id=op_id
+                )
             event = self._record_op(op, AuditKind.RECONCILE_OBSERVED, op.attempt, detail=state)
             if self._subscribers:
                 self._publish(event)
@@ -547,11 +588,15 @@ class Ledger(LedgerEngine):
         count, head = verify_chain(watch(events), prev_hash=prev, first_seq=first)
         seq = first + count - 1
         if (seq, head) != (self._trail.seq, self._trail.head):
-            raise AuditChainBroken(f"the chain ends at event {seq}; this ledger wrote up to "
-                                   f"event {self._trail.seq} (truncated or replaced)", seq=seq)
+            raise AuditChainBroken(
+                f"the chain ends at event {seq}; this ledger wrote up to "
+                f"event {self._trail.seq} (truncated or replaced)",
+                seq=seq,
+            )
         if anchor is not None and (not anchored or anchored[0].hash != anchor[1]):
-            raise AuditChainBroken(f"audit event {anchor[0]} does not match the anchor",
-                                   seq=anchor[0])
+            raise AuditChainBroken(
+                f"audit event {anchor[0]} does not match the anchor", seq=anchor[0]
+            )
         return count
 
     def close(self) -> None:

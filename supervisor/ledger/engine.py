@@ -210,18 +210,38 @@ class LedgerEngine:
             waiter.failure = self._unusable
             waiter.event.set()
 
-    def _record_op(self, op: Operation, kind: str, attempt: int, bytes_in: int = 0,
-                   bytes_out: int = 0, detail: str = "", digest: str | None = None,
-                   terminal: tuple[str, bytes | None] | None = None) -> AuditEvent:
+    def _record_op(
+        self,
+        op: Operation,
+        kind: str,
+        attempt: int,
+        bytes_in: int = 0,
+        bytes_out: int = 0,
+        detail: str = "",
+        digest: str | None = None,
+        terminal: tuple[str, bytes | None] | None = None,
+    ) -> AuditEvent:
         """Chain (and journal: committed unless batching) one event of ``op``."""
         if self._unusable is not None:
             self._check_usable()
         persist = None if self._journal is None else self._persist(None, terminal)
-        return self._trail.record(self._wall(), op.id, op.tool, op.call_index, attempt, kind,
-                                  bytes_in, bytes_out, detail, digest, persist)
+        return self._trail.record(
+            self._wall(),
+            op.id,
+            op.tool,
+            op.call_index,
+            attempt,
+            kind,
+            bytes_in,
+            bytes_out,
+            detail,
+            digest,
+            persist,
+        )
 
-    def _persist(self, record: OpRecord | None, terminal: tuple[str, bytes | None] | None
-                 ) -> Callable[[AuditEvent], None]:
+    def _persist(
+        self, record: OpRecord | None, terminal: tuple[str, bytes | None] | None
+    ) -> Callable[[AuditEvent], None]:
         journal = self._journal
         assert journal is not None
 
@@ -249,8 +269,9 @@ class LedgerEngine:
         if op.state is _Q:
             raise NotClaimed(f"operation {op_id} is queued, not claimed", op_id=op_id)
         if op.state is _CR and not allow_cancel_requested:
-            raise CancellationRequested(f"operation {op_id}: cancellation was requested",
-                                        op_id=op_id)
+            raise CancellationRequested(
+                f"operation {op_id}: cancellation was requested", op_id=op_id
+            )
         return op
 
     def _gone(self, op_id: object, why: str) -> Exception:
@@ -263,13 +284,16 @@ class LedgerEngine:
         if entry is None:
             raise UnknownTool(
                 f"operation {op.id}: tool {op.tool!r} is not registered in this ledger; after a "
-                f"restart, register it again (policy, redactor, contract) first", op_id=op.id)
+                f"restart, register it again (policy, redactor, contract) first",
+                op_id=op.id,
+            )
         return entry
 
     def _refuse_indeterminate(self, op: Operation, what: str) -> None:
         if op.indeterminate:
             raise OperationIndeterminate(
-                f"operation {op.id} is indeterminate and cannot be {what}", op_id=op.id)
+                f"operation {op.id} is indeterminate and cannot be {what}", op_id=op.id
+            )
 
     def _late(self, op: Operation) -> bool:
         return op.deadline_at is not None and self._clock() >= op.deadline_at
@@ -283,41 +307,67 @@ class LedgerEngine:
 
     def _invocation(self, op: Operation, now: float | None) -> Invocation:
         return Invocation(
-            id=op.id, tool=op.tool, value=op.value, format=op.format,
-            call_index=op.call_index, attempt=op.attempt, max_attempts=op.max_attempts,
-            idempotency_key=op.key, stream=op.stream, max_output_bytes=op.max_output_bytes,
-            remaining_deadline_ms=self._remaining_ms(op, now))
+            id=op.id,
+            tool=op.tool,
+            value=op.value,
+            format=op.format,
+            call_index=op.call_index,
+            attempt=op.attempt,
+            max_attempts=op.max_attempts,
+            idempotency_key=op.key,
+            stream=op.stream,
+            max_output_bytes=op.max_output_bytes,
+            remaining_deadline_ms=self._remaining_ms(op, now),
+        )
 
     def _info(self, op: Operation, now: float) -> OperationInfo:
         return OperationInfo(
-            id=op.id, tool=op.tool, state=op.state, call_index=op.call_index,
-            attempt=op.attempt, max_attempts=op.max_attempts, idempotency_key=op.key,
-            indeterminate=op.indeterminate, chunks=op.chunks, source_bytes=op.source_bytes,
+            id=op.id,
+            tool=op.tool,
+            state=op.state,
+            call_index=op.call_index,
+            attempt=op.attempt,
+            max_attempts=op.max_attempts,
+            idempotency_key=op.key,
+            indeterminate=op.indeterminate,
+            chunks=op.chunks,
+            source_bytes=op.source_bytes,
             emitted_bytes=op.emitted_bytes,
             remaining_deadline_ms=None if op.state is _R else self._remaining_ms(op, now),
-            outcome=op.outcome)
+            outcome=op.outcome,
+        )
 
     # -- resolution -------------------------------------------------------------------
 
     def _accept(self, op: Operation, entry: _Tool, value: Any) -> Outcome:
         try:
             # The common case inline; payloads.encode has every rule.
-            data = (value.encode() if op.format == "text" and type(value) is str
-                    else payloads.encode(op.format, value))
+            data = (
+                value.encode()
+                if op.format == "text" and type(value) is str
+                else payloads.encode(op.format, value)
+            )
         except (payloads.PayloadError, UnicodeEncodeError) as exc:
             return self._deny(op, payloads.reason(exc), 0)
         size = len(data)
         if size > op.max_output_bytes:
-            return self._deny(op, f"output is {size} bytes, over max_output_bytes "
-                                  f"{op.max_output_bytes}", size)
+            return self._deny(
+                op, f"output is {size} bytes, over max_output_bytes {op.max_output_bytes}", size
+            )
         if entry.contract is not None:
             reason = entry.contract(value)
             if reason is not None:
                 return self._deny(op, reason, size)
         outcome = Completed(value)
-        event = self._record_op(op, AuditKind.COMPLETED, op.attempt, 0, size,
-                                digest=self._result_digest(data),
-                                terminal=(AuditKind.COMPLETED, data))
+        event = self._record_op(
+            op,
+            AuditKind.COMPLETED,
+            op.attempt,
+            0,
+            size,
+            digest=self._result_digest(data),
+            terminal=(AuditKind.COMPLETED, data),
+        )
         return self._resolve(op, outcome, event)
 
     def _result_digest(self, body: bytes) -> str | None:
@@ -325,27 +375,37 @@ class LedgerEngine:
         return None if self._journal is None else result_digest(body)
 
     def _deny(self, op: Operation, reason: str, size: int) -> Outcome:
-        event = self._record_op(op, AuditKind.DENIED, op.attempt, 0, size, reason,
-                                terminal=(AuditKind.DENIED, None))
+        event = self._record_op(
+            op, AuditKind.DENIED, op.attempt, 0, size, reason, terminal=(AuditKind.DENIED, None)
+        )
         return self._resolve(op, Denied(reason), event)
 
     def _fail(self, op: Operation, message: str) -> Outcome:
         message = _truncate(message, MAX_MESSAGE_BYTES)
         body = message.encode(errors="replace")
         message = body.decode()
-        event = self._record_op(op, AuditKind.FAILED, op.attempt, 0, len(body),
-                                _truncate(message, _DETAIL_CHARS), self._result_digest(body),
-                                (AuditKind.FAILED, body))
+        event = self._record_op(
+            op,
+            AuditKind.FAILED,
+            op.attempt,
+            0,
+            len(body),
+            _truncate(message, _DETAIL_CHARS),
+            self._result_digest(body),
+            (AuditKind.FAILED, body),
+        )
         return self._resolve(op, Failed(message), event)
 
     def _cancel(self, op: Operation, reason: str) -> Outcome:
-        event = self._record_op(op, AuditKind.CANCELLED, op.attempt, detail=reason,
-                                terminal=(AuditKind.CANCELLED, None))
+        event = self._record_op(
+            op, AuditKind.CANCELLED, op.attempt, detail=reason, terminal=(AuditKind.CANCELLED, None)
+        )
         return self._resolve(op, Cancelled(reason), event)
 
     def _time_out(self, op: Operation, reason: str) -> Outcome:
-        event = self._record_op(op, AuditKind.TIMED_OUT, op.attempt, detail=reason,
-                                terminal=(AuditKind.TIMED_OUT, None))
+        event = self._record_op(
+            op, AuditKind.TIMED_OUT, op.attempt, detail=reason, terminal=(AuditKind.TIMED_OUT, None)
+        )
         return self._resolve(op, TimedOut(reason), event)
 
     def _resolve(self, op: Operation, outcome: Outcome, event: AuditEvent) -> Outcome:
@@ -398,8 +458,12 @@ class LedgerEngine:
         # chain, in one transaction, and never hand them out again.
         with self.batch():
             for op in in_flight:
-                self._record_op(op, AuditKind.RECOVERED_INDETERMINATE, op.attempt,
-                                detail="the host restarted while it was in flight")
+                self._record_op(
+                    op,
+                    AuditKind.RECOVERED_INDETERMINATE,
+                    op.attempt,
+                    detail="the host restarted while it was in flight",
+                )
                 op.indeterminate = True
 
 

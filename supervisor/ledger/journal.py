@@ -48,7 +48,8 @@ _TABLES = ("events", "operations", "results")
 _APPEND_ONLY = "".join(
     f"CREATE TRIGGER {table}_no_{verb} BEFORE {verb.upper()} ON {table} "
     f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;\n"
-    for table in _TABLES for verb in ("update", "delete")
+    for table in _TABLES
+    for verb in ("update", "delete")
 )
 
 _INSERT_EVENT = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
@@ -62,20 +63,61 @@ TerminalRow = tuple[str, bytes | None]
 
 
 def _event(row: Any) -> AuditEvent:
-    (seq, time, op_id, tool, call_index, attempt, kind, bytes_in, bytes_out, detail, digest,
-     prev_hash, hash_) = row
-    return AuditEvent(seq=seq, time=time, op_id=op_id, tool=tool, call_index=call_index,
-                      attempt=attempt, kind=kind, bytes_in=bytes_in, bytes_out=bytes_out,
-                      detail=detail, digest=digest, prev_hash=prev_hash, hash=hash_)
+    (
+        seq,
+        time,
+        op_id,
+        tool,
+        call_index,
+        attempt,
+        kind,
+        bytes_in,
+        bytes_out,
+        detail,
+        digest,
+        prev_hash,
+        hash_,
+    ) = row
+    return AuditEvent(
+        seq=seq,
+        time=time,
+        op_id=op_id,
+        tool=tool,
+        call_index=call_index,
+        attempt=attempt,
+        kind=kind,
+        bytes_in=bytes_in,
+        bytes_out=bytes_out,
+        detail=detail,
+        digest=digest,
+        prev_hash=prev_hash,
+        hash=hash_,
+    )
 
 
 def _record(row: Any) -> OpRecord:
-    (op_id, tool, call_index, key, fmt, data, max_attempts, max_output_bytes, deadline_wall,
-     stream) = row
+    (
+        op_id,
+        tool,
+        call_index,
+        key,
+        fmt,
+        data,
+        max_attempts,
+        max_output_bytes,
+        deadline_wall,
+        stream,
+    ) = row
     try:
         return OpRecord(
-            op_id=op_id, tool=tool, call_index=call_index, idempotency_key=key, format=fmt,
-            input=data, max_attempts=max_attempts, max_output_bytes=max_output_bytes,
+            op_id=op_id,
+            tool=tool,
+            call_index=call_index,
+            idempotency_key=key,
+            format=fmt,
+            input=data,
+            max_attempts=max_attempts,
+            max_output_bytes=max_output_bytes,
             deadline_wall=deadline_wall,
             stream=None if stream is None else _decode_stream(stream),
         )
@@ -114,22 +156,25 @@ class SqliteJournal:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA trusted_schema=OFF")
             conn.execute("BEGIN IMMEDIATE")  # takes the exclusive lock, held until close
-            tables = {row[0] for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type='table'")}
+            tables = {
+                row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
             if not tables:
                 # Not executescript: it would commit, and the lock must stay held.
                 for statement in (_SCHEMA + _APPEND_ONLY).split(";\n"):
                     if statement.strip():
                         conn.execute(statement)
-                conn.execute("INSERT INTO meta VALUES ('format', ?), ('version', ?)",
-                             (_FORMAT, _VERSION))
+                conn.execute(
+                    "INSERT INTO meta VALUES ('format', ?), ('version', ?)", (_FORMAT, _VERSION)
+                )
             else:
                 self._check_meta(tables)
             conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise JournalLocked(
-                    f"journal {self.path!r} is held open by another ledger") from exc
+                    f"journal {self.path!r} is held open by another ledger"
+                ) from exc
             raise JournalError(f"journal {self.path!r}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             raise JournalCorrupt(f"{self.path!r} is not a ledger journal: {exc}") from exc
@@ -143,23 +188,35 @@ class SqliteJournal:
         if meta.get("version") != _VERSION:
             raise JournalCorrupt(
                 f"journal {self.path!r} has version {meta.get('version')!r}; this ledger "
-                f"reads version {_VERSION}")
+                f"reads version {_VERSION}"
+            )
 
     # -- writing ----------------------------------------------------------------------
 
-    def write(self, event: AuditEvent, record: OpRecord | None,
-              terminal: TerminalRow | None) -> None:
+    def write(
+        self, event: AuditEvent, record: OpRecord | None, terminal: TerminalRow | None
+    ) -> None:
         """Append one transition; outside a batch it is committed (fsync'd) on return."""
         conn = self._conn
         try:
             if self._depth == 0:
                 conn.execute("BEGIN")
             if record is not None:
-                conn.execute(_INSERT_OP, (
-                    record.op_id, record.tool, record.call_index, record.idempotency_key,
-                    record.format, record.input, record.max_attempts, record.max_output_bytes,
-                    record.deadline_wall,
-                    None if record.stream is None else _encode(record.stream).decode()))
+                conn.execute(
+                    _INSERT_OP,
+                    (
+                        record.op_id,
+                        record.tool,
+                        record.call_index,
+                        record.idempotency_key,
+                        record.format,
+                        record.input,
+                        record.max_attempts,
+                        record.max_output_bytes,
+                        record.deadline_wall,
+                        None if record.stream is None else _encode(record.stream).decode(),
+                    ),
+                )
             conn.execute(_INSERT_EVENT, (*event.fields(), event.hash))
             if terminal is not None:
                 conn.execute(_INSERT_RESULT, (event.seq, event.op_id, *terminal))
@@ -217,8 +274,7 @@ class SqliteJournal:
 
     def terminal(self, op_id: int) -> tuple[AuditEvent, bytes | None] | None:
         """The terminal event of ``op_id`` and its result body, if it has ended."""
-        row = self._conn.execute(
-            "SELECT seq, body FROM results WHERE op_id=?", (op_id,)).fetchone()
+        row = self._conn.execute("SELECT seq, body FROM results WHERE op_id=?", (op_id,)).fetchone()
         if row is None:
             return None
         event = self._conn.execute("SELECT * FROM events WHERE seq=?", (row[0],)).fetchone()

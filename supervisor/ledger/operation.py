@@ -17,13 +17,39 @@ QUEUED = OperationState.QUEUED
 
 
 class Operation:
-    __slots__ = ("attempt", "call_index", "chunks", "deadline_at", "emitted_bytes", "format",
-                 "id", "indeterminate", "key", "max_attempts", "max_output_bytes", "outcome",
-                 "source_bytes", "state", "stream", "tool", "value")
+    __slots__ = (
+        "attempt",
+        "call_index",
+        "chunks",
+        "deadline_at",
+        "emitted_bytes",
+        "format",
+        "id",
+        "indeterminate",
+        "key",
+        "max_attempts",
+        "max_output_bytes",
+        "outcome",
+        "source_bytes",
+        "state",
+        "stream",
+        "tool",
+        "value",
+    )
 
-    def __init__(self, op_id: int, tool: str, call_index: int, key: str, fmt: Any, value: Any,
-                 max_attempts: int, max_output_bytes: int, deadline_at: float | None,
-                 stream: StreamPolicy | None) -> None:
+    def __init__(
+        self,
+        op_id: int,
+        tool: str,
+        call_index: int,
+        key: str,
+        fmt: Any,
+        value: Any,
+        max_attempts: int,
+        max_output_bytes: int,
+        deadline_at: float | None,
+        stream: StreamPolicy | None,
+    ) -> None:
         self.id = op_id
         self.tool = tool
         self.call_index = call_index
@@ -46,6 +72,15 @@ class Operation:
     def from_record(cls, record: OpRecord) -> Operation:
         """As ``start`` made it; the caller supplies ``value`` and ``deadline_at``."""
         stream = None if record.stream is None else StreamPolicy(*record.stream)
-        return cls(record.op_id, record.tool, record.call_index, record.idempotency_key,
-                   record.format, None, record.max_attempts, record.max_output_bytes, None,
-                   stream)
+        return cls(
+            record.op_id,
+            record.tool,
+            record.call_index,
+            record.idempotency_key,
+            record.format,
+            None,
+            record.max_attempts,
+            record.max_output_bytes,
+            None,
+            stream,
+        )

@@ -93,8 +93,9 @@ class ToolPolicy:
             or not math.isfinite(self.deadline)
             or self.deadline <= 0
         ):
-            raise PolicyError(f"deadline must be a positive number of seconds or None, "
-                              f"got {self.deadline!r}")
+            raise PolicyError(
+                f"deadline must be a positive number of seconds or None, got {self.deadline!r}"
+            )
         if self.stream is not None and not isinstance(self.stream, StreamPolicy):
             raise PolicyError("stream must be a StreamPolicy or None")
         if self.contract is not None:

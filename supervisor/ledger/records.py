@@ -33,17 +33,36 @@ class OpRecord(msgspec.Struct, frozen=True, kw_only=True):
     stream: tuple[int, int, int, int] | None
 
     def digest(self) -> str:
-        return operation_digest(self.op_id, self.tool, self.call_index, self.idempotency_key,
-                                self.format, self.max_attempts, self.max_output_bytes,
-                                self.deadline_wall, self.stream, self.input)
+        return operation_digest(
+            self.op_id,
+            self.tool,
+            self.call_index,
+            self.idempotency_key,
+            self.format,
+            self.max_attempts,
+            self.max_output_bytes,
+            self.deadline_wall,
+            self.stream,
+            self.input,
+        )
 
 
-def operation_digest(op_id: int, tool: str, call_index: int, key: str, fmt: str,
-                     max_attempts: int, max_output_bytes: int, deadline_wall: float | None,
-                     stream: tuple[int, int, int, int] | None, data: bytes) -> str:
+def operation_digest(
+    op_id: int,
+    tool: str,
+    call_index: int,
+    key: str,
+    fmt: str,
+    max_attempts: int,
+    max_output_bytes: int,
+    deadline_wall: float | None,
+    stream: tuple[int, int, int, int] | None,
+    data: bytes,
+) -> str:
     """The digest a ``started`` event carries (``OpRecord.digest`` without the record)."""
-    header = _encode((op_id, tool, call_index, key, fmt, max_attempts, max_output_bytes,
-                      deadline_wall, stream))
+    header = _encode(
+        (op_id, tool, call_index, key, fmt, max_attempts, max_output_bytes, deadline_wall, stream)
+    )
     return hashlib.sha256(_ROW_DOMAIN + header + b"\n" + data).hexdigest()
 
 

@@ -40,8 +40,9 @@ class Recovery:
 
 
 def _corrupt(event: AuditEvent, why: str) -> JournalCorrupt:
-    return JournalCorrupt(f"journal event {event.seq} ({event.kind} of operation "
-                          f"{event.op_id}): {why}")
+    return JournalCorrupt(
+        f"journal event {event.seq} ({event.kind} of operation {event.op_id}): {why}"
+    )
 
 
 def _apply(op: Operation, event: AuditEvent) -> None:
@@ -53,8 +54,12 @@ def _apply(op: Operation, event: AuditEvent) -> None:
         op.state, op.attempt = _C, 1
         return
     if kind == AuditKind.RETRY_SCHEDULED:
-        if (state is not _C or op.indeterminate or event.attempt != op.attempt + 1
-                or event.attempt > op.max_attempts):
+        if (
+            state is not _C
+            or op.indeterminate
+            or event.attempt != op.attempt + 1
+            or event.attempt > op.max_attempts
+        ):
             raise _corrupt(event, "retry that the ledger would have refused")
         op.attempt = event.attempt
         return
@@ -90,8 +95,9 @@ def _apply(op: Operation, event: AuditEvent) -> None:
         raise _corrupt(event, "unknown event kind")
 
 
-def _next_terminal(terminals: Iterator[tuple[int, int, str, bytes | None]],
-                   event: AuditEvent) -> None:
+def _next_terminal(
+    terminals: Iterator[tuple[int, int, str, bytes | None]], event: AuditEvent
+) -> None:
     row = next(terminals, None)
     if row is None or row[0] != event.seq or row[1] != event.op_id or row[2] != event.kind:
         raise _corrupt(event, "its result row is missing or does not match")
@@ -113,11 +119,15 @@ def replay(journal: SqliteJournal, ring: int) -> Recovery:
     for event in journal.events():
         seq = out.seq + 1
         if event.seq != seq or event.prev_hash != prev_hash:
-            raise AuditChainBroken(f"audit event {event.seq} does not follow event {seq - 1} "
-                                   f"(events removed, reordered or edited)", seq=event.seq)
+            raise AuditChainBroken(
+                f"audit event {event.seq} does not follow event {seq - 1} "
+                f"(events removed, reordered or edited)",
+                seq=event.seq,
+            )
         if event_hash(event.fields()) != event.hash:
-            raise AuditChainBroken(f"audit event {event.seq} does not match its hash "
-                                   f"(edited)", seq=event.seq)
+            raise AuditChainBroken(
+                f"audit event {event.seq} does not match its hash (edited)", seq=event.seq
+            )
         prev_hash = event.hash
         out.seq = seq
         out.tail.append(event)
@@ -125,8 +135,11 @@ def replay(journal: SqliteJournal, ring: int) -> Recovery:
             record = next(records, None)
             if record is None or record.op_id != event.op_id or event.op_id <= out.last_op_id:
                 raise _corrupt(event, "its operation record is missing or out of order")
-            if record.digest() != event.digest or record.tool != event.tool or (
-                    record.call_index != event.call_index or event.attempt != 0):
+            if (
+                record.digest() != event.digest
+                or record.tool != event.tool
+                or (record.call_index != event.call_index or event.attempt != 0)
+            ):
                 raise _corrupt(event, "the journaled operation does not match its digest")
             calls = out.calls.get(record.tool, 0) + 1
             if record.call_index != calls:

@@ -164,8 +164,7 @@ class ReconcileStatus(msgspec.Struct, frozen=True, kw_only=True):
             if not isinstance(self.message, str) or not self.message:
                 raise PolicyError("a failed status needs a non-empty message")
             if len(self.message.encode(errors="surrogatepass")) > MAX_MESSAGE_BYTES:
-                raise PolicyError(f"a failed status message is at most {MAX_MESSAGE_BYTES} "
-                                  f"bytes")
+                raise PolicyError(f"a failed status message is at most {MAX_MESSAGE_BYTES} bytes")
             if self.value is not None or self.format is not None:
                 raise PolicyError("a failed status carries a message, not a value")
         elif self.state in ("running", "cancelled", "unknown"):

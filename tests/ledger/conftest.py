@@ -61,11 +61,21 @@ def ledger(ledger_factory: LedgerFactory) -> Ledger:
     """A ledger with three tools: ``text.echo`` (3 attempts, 10 s deadline, streaming),
     ``json.calc`` (json with a contract) and ``text.once`` (defaults)."""
     led = ledger_factory()
-    led.register_external_tool(ToolPolicy("text.echo", max_calls=100, max_attempts=3,
-                                          deadline=10.0, stream=StreamPolicy()))
-    led.register_external_tool(ToolPolicy(
-        "json.calc", format="json", max_calls=100, max_output_bytes=64,
-        contract={"type": "object", "required": ["sum"],
-                  "properties": {"sum": {"type": "integer"}}}))
+    led.register_external_tool(
+        ToolPolicy("text.echo", max_calls=100, max_attempts=3, deadline=10.0, stream=StreamPolicy())
+    )
+    led.register_external_tool(
+        ToolPolicy(
+            "json.calc",
+            format="json",
+            max_calls=100,
+            max_output_bytes=64,
+            contract={
+                "type": "object",
+                "required": ["sum"],
+                "properties": {"sum": {"type": "integer"}},
+            },
+        )
+    )
     led.register_external_tool(ToolPolicy("text.once"))
     return led

@@ -17,8 +17,9 @@ import time
 
 from supervisor.ledger import Ledger, ReconcileStatus, RetryClass, StreamPolicy, ToolPolicy
 
-TOOL = ToolPolicy("text.remote", max_calls=1_000_000, max_attempts=3, deadline=60.0,
-                  stream=StreamPolicy())
+TOOL = ToolPolicy(
+    "text.remote", max_calls=1_000_000, max_attempts=3, deadline=60.0, stream=StreamPolicy()
+)
 
 
 def say(**fields: object) -> None:
@@ -27,8 +28,10 @@ def say(**fields: object) -> None:
 
 
 def in_flight(ledger: Ledger) -> None:
-    ops = {name: ledger.start("text.remote", f"input of {name}") for name in (
-        "queued", "claimed", "retried", "cancel_requested", "completed")}
+    ops = {
+        name: ledger.start("text.remote", f"input of {name}")
+        for name in ("queued", "claimed", "retried", "cancel_requested", "completed")
+    }
     for name, op in ops.items():
         if name != "queued":
             ledger.claim(op)
@@ -36,8 +39,9 @@ def in_flight(ledger: Ledger) -> None:
     ledger.retry(ops["retried"], RetryClass.TRANSIENT)
     ledger.request_cancellation(ops["cancel_requested"])
     ledger.complete(ops["completed"], "finished before the crash")
-    keys = {name: ledger.status(op).idempotency_key for name, op in ops.items()
-            if name != "completed"}
+    keys = {
+        name: ledger.status(op).idempotency_key for name, op in ops.items() if name != "completed"
+    }
     say(ready=ops, keys=keys)
 
 

@@ -29,8 +29,20 @@ class FakeClock:
 def snapshot(ledger: Ledger) -> list[tuple[Any, ...]]:
     """What recovery must reproduce: every pending operation's lifecycle fields.
     (Claimed ones come back indeterminate, so that flag is compared separately.)"""
-    return [(i.id, i.tool, i.state, i.call_index, i.attempt, i.idempotency_key, i.chunks,
-             i.source_bytes, i.emitted_bytes) for i in ledger.pending()]
+    return [
+        (
+            i.id,
+            i.tool,
+            i.state,
+            i.call_index,
+            i.attempt,
+            i.idempotency_key,
+            i.chunks,
+            i.source_bytes,
+            i.emitted_bytes,
+        )
+        for i in ledger.pending()
+    ]
 
 
 def kinds(ledger: Ledger, op_id: int | None = None) -> list[str]:

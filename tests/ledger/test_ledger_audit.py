@@ -52,8 +52,14 @@ def test_events_chain_from_genesis(ledger: Ledger, clock: FakeClock) -> None:
 def test_events_record_what_happened(ledger: Ledger, clock: FakeClock, mode: str) -> None:
     ops = busy(ledger, clock)
     started = ledger.audit()[0]
-    assert (started.kind, started.op_id, started.tool, started.call_index, started.attempt,
-            started.bytes_in) == ("started", ops[0], "text.echo", 1, 0, 2)
+    assert (
+        started.kind,
+        started.op_id,
+        started.tool,
+        started.call_index,
+        started.attempt,
+        started.bytes_in,
+    ) == ("started", ops[0], "text.echo", 1, 0, 2)
     assert started.detail == ledger.status(ops[0]).idempotency_key
     assert started.time == clock.wall() - 10
     completed = next(e for e in ledger.audit() if e.kind == "completed")
@@ -63,20 +69,32 @@ def test_events_record_what_happened(ledger: Ledger, clock: FakeClock, mode: str
 
 
 def test_exactly_one_terminal_event_per_finished_operation(
-        ledger: Ledger, clock: FakeClock) -> None:
+    ledger: Ledger, clock: FakeClock
+) -> None:
     ops = busy(ledger, clock)
     terminal = [e.op_id for e in ledger.audit() if e.kind in TERMINAL_KINDS]
     assert sorted(terminal) == ops
     assert [str(e.kind) for e in ledger.audit() if e.kind in TERMINAL_KINDS] == [
-        "completed", "failed", "cancelled", "timed_out", "timed_out"]
+        "completed",
+        "failed",
+        "cancelled",
+        "timed_out",
+        "timed_out",
+    ]
 
 
 @pytest.mark.parametrize("field", ["detail", "op_id", "kind", "bytes_out", "time", "digest"])
 def test_any_edit_breaks_the_chain(ledger: Ledger, clock: FakeClock, field: str) -> None:
     busy(ledger, clock)
     events = list(ledger.audit())
-    value: Any = {"detail": "forged", "op_id": 99, "kind": "completed", "bytes_out": 1,
-                  "time": 0.0, "digest": "0" * 64}[field]
+    value: Any = {
+        "detail": "forged",
+        "op_id": 99,
+        "kind": "completed",
+        "bytes_out": 1,
+        "time": 0.0,
+        "digest": "0" * 64,
+    }[field]
     events[3] = msgspec.structs.replace(events[3], **{field: value})
     with pytest.raises(AuditChainBroken) as caught:
         verify_chain(events)
@@ -156,7 +174,12 @@ def test_a_batch_that_raises_still_commits_what_it_did(ledger: Ledger) -> None:
 
 def test_terminal_kinds_are_the_five_outcomes() -> None:
     assert {str(k) for k in TERMINAL_KINDS} == {
-        "completed", "denied", "failed", "cancelled", "timed_out"}
+        "completed",
+        "denied",
+        "failed",
+        "cancelled",
+        "timed_out",
+    }
     assert set(AuditKind) > TERMINAL_KINDS
 
 
@@ -170,5 +193,4 @@ def test_stream_denials_are_audited_with_their_reason(ledger_factory: Any) -> No
     with pytest.raises(StreamLimitExceeded):
         ledger.push_chunk(op, "12345")
     denied = ledger.audit()[-1]
-    assert (denied.kind, denied.bytes_in, denied.detail) == ("stream_denied", 5,
-                                                             "max_chunk_bytes")
+    assert (denied.kind, denied.bytes_in, denied.detail) == ("stream_denied", 5, "max_chunk_bytes")

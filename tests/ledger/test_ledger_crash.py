@@ -28,8 +28,9 @@ from supervisor.ledger import (
 )
 
 CHILD = Path(__file__).with_name("crash_child.py")
-TOOL = ToolPolicy("text.remote", max_calls=1_000_000, max_attempts=3, deadline=60.0,
-                  stream=StreamPolicy())
+TOOL = ToolPolicy(
+    "text.remote", max_calls=1_000_000, max_attempts=3, deadline=60.0, stream=StreamPolicy()
+)
 
 
 class Host:
@@ -38,7 +39,10 @@ class Host:
     def __init__(self, journal: Path, scenario: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), str(journal), scenario],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def read(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -63,8 +67,9 @@ def journal(tmp_path: Path) -> Iterator[Path]:
 
 
 def reopen(journal: Path, wall_shift: float = 0.0) -> Ledger:
-    ledger = Ledger(path=journal, max_pending=1_000_000,
-                    wall_clock=lambda: time.time() + wall_shift)
+    ledger = Ledger(
+        path=journal, max_pending=1_000_000, wall_clock=lambda: time.time() + wall_shift
+    )
     ledger.register_external_tool(TOOL)
     return ledger
 
@@ -79,8 +84,7 @@ def test_claimed_operations_survive_sigkill_as_indeterminate(journal: Path) -> N
     ledger = reopen(journal)
     ledger.verify_audit_chain()
     pending = {info.id: info for info in ledger.pending()}
-    assert set(pending) == {ops[n] for n in ("queued", "claimed", "retried",
-                                             "cancel_requested")}
+    assert set(pending) == {ops[n] for n in ("queued", "claimed", "retried", "cancel_requested")}
     for name in ("claimed", "retried", "cancel_requested"):
         info = pending[ops[name]]
         assert info.indeterminate, name
@@ -100,9 +104,11 @@ def test_claimed_operations_survive_sigkill_as_indeterminate(journal: Path) -> N
 
     # A fresh worker session's reconcile resolves some; the deadline resolves the rest.
     assert ledger.reconcile(ops["claimed"], ReconcileStatus.succeeded("it had happened")) == (
-        Completed("it had happened"))
+        Completed("it had happened")
+    )
     assert ledger.reconcile(ops["cancel_requested"], ReconcileStatus.cancelled()) == (
-        Cancelled("reconciled"))
+        Cancelled("reconciled")
+    )
     ledger.close()
 
     later = reopen(journal, wall_shift=120.0)
@@ -128,7 +134,8 @@ def test_an_uncommitted_batch_vanishes_as_a_whole(journal: Path) -> None:
 
 @pytest.mark.parametrize("rounds", [(0.05, 0.17, 0.29)])
 def test_a_host_killed_at_arbitrary_moments_recovers_a_consistent_journal(
-        journal: Path, rounds: tuple[float, ...]) -> None:
+    journal: Path, rounds: tuple[float, ...]
+) -> None:
     """Each round a new host continues the same journal, churns, and is killed wherever it
     happens to be: inside a write, a commit, between transitions."""
     claimed: set[int] = set()

@@ -33,10 +33,10 @@ from supervisor.ledger import (
 )
 from supervisor.ledger.audit import event_hash
 
-TEXT = ToolPolicy("text.remote", max_calls=20, max_attempts=2, deadline=60.0,
-                  stream=StreamPolicy())
-JSON = ToolPolicy("json.remote", format="json", max_calls=20,
-                  contract={"type": "object", "required": ["ok"]})
+TEXT = ToolPolicy("text.remote", max_calls=20, max_attempts=2, deadline=60.0, stream=StreamPolicy())
+JSON = ToolPolicy(
+    "json.remote", format="json", max_calls=20, contract={"type": "object", "required": ["ok"]}
+)
 
 
 @pytest.fixture
@@ -58,9 +58,19 @@ def open_ledger(path: Path, clock: FakeClock) -> Callable[..., Ledger]:
 
 def populate(ledger: Ledger) -> dict[str, int]:
     """One operation in each state a crash can leave behind."""
-    ops = {name: ledger.start("text.remote", name) for name in (
-        "queued", "claimed", "retried", "cancel_requested", "indeterminate", "completed",
-        "failed", "cancelled")}
+    ops = {
+        name: ledger.start("text.remote", name)
+        for name in (
+            "queued",
+            "claimed",
+            "retried",
+            "cancel_requested",
+            "indeterminate",
+            "completed",
+            "failed",
+            "cancelled",
+        )
+    }
     ops["json_done"] = ledger.start("json.remote", {"q": 1})
     ops["denied"] = ledger.start("json.remote", {"q": 2})
     for name, op in ops.items():
@@ -79,7 +89,8 @@ def populate(ledger: Ledger) -> dict[str, int]:
 
 
 def test_recovery_keeps_queued_and_makes_claimed_indeterminate(
-        open_ledger: Callable[..., Ledger]) -> None:
+    open_ledger: Callable[..., Ledger],
+) -> None:
     first = open_ledger()
     ops = populate(first)
     keys = {name: first.status(op).idempotency_key for name, op in ops.items()}
@@ -87,8 +98,9 @@ def test_recovery_keeps_queued_and_makes_claimed_indeterminate(
 
     second = open_ledger()
     pending = {info.id: info for info in second.pending()}
-    assert set(pending) == {ops[n] for n in ("queued", "claimed", "retried",
-                                             "cancel_requested", "indeterminate")}
+    assert set(pending) == {
+        ops[n] for n in ("queued", "claimed", "retried", "cancel_requested", "indeterminate")
+    }
     assert pending[ops["queued"]].state == OperationState.QUEUED
     assert not pending[ops["queued"]].indeterminate
     assert {info.id for info in second.indeterminate()} == set(pending) - {ops["queued"]}
@@ -108,8 +120,7 @@ def test_recovery_keeps_queued_and_makes_claimed_indeterminate(
     second.close()
 
 
-def test_recovered_outcomes_stay_terminal_and_readable(
-        open_ledger: Callable[..., Ledger]) -> None:
+def test_recovered_outcomes_stay_terminal_and_readable(open_ledger: Callable[..., Ledger]) -> None:
     first = open_ledger()
     ops = populate(first)
     first.close()
@@ -130,7 +141,8 @@ def test_recovered_outcomes_stay_terminal_and_readable(
 
 
 def test_recovered_operations_resolve_by_reconcile_or_expiry(
-        open_ledger: Callable[..., Ledger], clock: FakeClock) -> None:
+    open_ledger: Callable[..., Ledger], clock: FakeClock
+) -> None:
     first = open_ledger()
     ops = populate(first)
     first.close()
@@ -140,19 +152,23 @@ def test_recovered_operations_resolve_by_reconcile_or_expiry(
     with pytest.raises(OperationIndeterminate):
         second.retry(ops["retried"], RetryClass.TRANSIENT)
     assert second.reconcile(ops["claimed"], ReconcileStatus.succeeded("late but known")) == (
-        Completed("late but known"))
+        Completed("late but known")
+    )
     assert second.reconcile(ops["cancel_requested"], ReconcileStatus.cancelled()) == (
-        Cancelled("reconciled"))
+        Cancelled("reconciled")
+    )
     assert second.reconcile(ops["retried"], ReconcileStatus.unknown()) is None
     clock.advance(60)
     assert sorted(second.expire_timed_out()) == sorted(
-        [ops["queued"], ops["retried"], ops["indeterminate"]])
+        [ops["queued"], ops["retried"], ops["indeterminate"]]
+    )
     assert second.pending_count == 0
     second.close()
 
 
 def test_deadlines_survive_as_wall_clock_instants(
-        open_ledger: Callable[..., Ledger], clock: FakeClock) -> None:
+    open_ledger: Callable[..., Ledger], clock: FakeClock
+) -> None:
     first = open_ledger()
     op = first.start("text.remote", "x")
     clock.advance(20)
@@ -170,7 +186,8 @@ def test_deadlines_survive_as_wall_clock_instants(
 
 
 def test_the_call_budget_and_ids_continue_after_a_restart(
-        open_ledger: Callable[..., Ledger], path: Path, clock: FakeClock) -> None:
+    open_ledger: Callable[..., Ledger], path: Path, clock: FakeClock
+) -> None:
     first = Ledger(path=path, clock=clock.monotonic, wall_clock=clock.wall)
     first.register_external_tool(ToolPolicy("t", max_calls=2))
     a = first.start("t", "a")
@@ -191,15 +208,18 @@ def test_the_call_budget_and_ids_continue_after_a_restart(
 
 
 def test_recovered_operations_wait_for_their_tool_to_be_registered_again(
-        open_ledger: Callable[..., Ledger], clock: FakeClock) -> None:
+    open_ledger: Callable[..., Ledger], clock: FakeClock
+) -> None:
     first = open_ledger()
     ops = populate(first)
     first.close()
     second = open_ledger(register=False)
     assert second.claim_next() is None
-    for call in (lambda: second.claim(ops["queued"]),
-                 lambda: second.cancel(ops["claimed"]),
-                 lambda: second.reconcile(ops["claimed"], ReconcileStatus.running())):
+    for call in (
+        lambda: second.claim(ops["queued"]),
+        lambda: second.cancel(ops["claimed"]),
+        lambda: second.reconcile(ops["claimed"], ReconcileStatus.running()),
+    ):
         with pytest.raises(UnknownTool, match="register it again"):
             call()
     second.register_external_tool(TEXT)
@@ -214,7 +234,8 @@ def test_recovered_operations_wait_for_their_tool_to_be_registered_again(
 
 
 def test_a_journal_is_held_by_one_ledger_at_a_time(
-        open_ledger: Callable[..., Ledger], path: Path) -> None:
+    open_ledger: Callable[..., Ledger], path: Path
+) -> None:
     first = open_ledger()
     with pytest.raises(JournalLocked):
         Ledger(path=path)
@@ -223,14 +244,19 @@ def test_a_journal_is_held_by_one_ledger_at_a_time(
 
 
 def test_the_journal_is_private_and_append_only(
-        open_ledger: Callable[..., Ledger], path: Path) -> None:
+    open_ledger: Callable[..., Ledger], path: Path
+) -> None:
     ledger = open_ledger()
     populate(ledger)
     ledger.close()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     conn = sqlite3.connect(path)
-    for statement in ("UPDATE events SET detail='x'", "DELETE FROM events",
-                      "UPDATE operations SET input=x'00'", "DELETE FROM results"):
+    for statement in (
+        "UPDATE events SET detail='x'",
+        "DELETE FROM events",
+        "UPDATE operations SET input=x'00'",
+        "DELETE FROM results",
+    ):
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             conn.execute(statement)
     conn.close()
@@ -251,7 +277,8 @@ def test_a_file_that_is_not_a_journal_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_journal_of_another_version_is_refused(
-        open_ledger: Callable[..., Ledger], path: Path) -> None:
+    open_ledger: Callable[..., Ledger], path: Path
+) -> None:
     open_ledger().close()
     conn = sqlite3.connect(path)
     conn.execute("UPDATE meta SET value='99' WHERE key='version'")
@@ -291,62 +318,73 @@ def test_an_edited_event_is_found_on_open(journal: dict[str, int], path: Path) -
 
 
 def test_an_edit_with_a_recomputed_hash_breaks_the_next_link(
-        journal: dict[str, int], path: Path) -> None:
+    journal: dict[str, int], path: Path
+) -> None:
     conn = sqlite3.connect(path)
     row = conn.execute("SELECT * FROM events WHERE seq=5").fetchone()
     conn.close()
     fields = (*row[:9], "forged", row[10], row[11])
-    tamper(path, "UPDATE events SET detail='forged', hash=? WHERE seq=5",
-           params=(event_hash(fields),))
+    tamper(
+        path, "UPDATE events SET detail='forged', hash=? WHERE seq=5", params=(event_hash(fields),)
+    )
     with pytest.raises(AuditChainBroken) as caught:
         Ledger(path=path)
     assert caught.value.seq == 6
 
 
 def test_a_claimed_operation_cannot_be_requeued_by_deleting_its_claim(
-        journal: dict[str, int], path: Path) -> None:
+    journal: dict[str, int], path: Path
+) -> None:
     """Removing the claim event (an attempt to make the op re-dispatchable) breaks the chain."""
     tamper(path, f"DELETE FROM events WHERE kind='claimed' AND op_id={journal['claimed']}")
     with pytest.raises(AuditChainBroken):
         Ledger(path=path)
 
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE operations SET input=CAST('rm -rf /' AS BLOB) WHERE op_id={queued}",
-    "UPDATE operations SET max_attempts=99 WHERE op_id={claimed}",
-    "UPDATE operations SET deadline_wall=deadline_wall+3600 WHERE op_id={claimed}",
-    "UPDATE operations SET idempotency_key='sv-forged-1' WHERE op_id={queued}",
-    "UPDATE results SET body=CAST('forged' AS BLOB) WHERE op_id={completed}",
-    "DELETE FROM results WHERE op_id={failed}",
-    "DELETE FROM operations WHERE op_id={queued}",
-    "INSERT INTO operations SELECT op_id+100, tool, call_index, idempotency_key||'x', format,"
-    " input, max_attempts, max_output_bytes, deadline_wall, stream FROM operations"
-    " WHERE op_id={queued}",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE operations SET input=CAST('rm -rf /' AS BLOB) WHERE op_id={queued}",
+        "UPDATE operations SET max_attempts=99 WHERE op_id={claimed}",
+        "UPDATE operations SET deadline_wall=deadline_wall+3600 WHERE op_id={claimed}",
+        "UPDATE operations SET idempotency_key='sv-forged-1' WHERE op_id={queued}",
+        "UPDATE results SET body=CAST('forged' AS BLOB) WHERE op_id={completed}",
+        "DELETE FROM results WHERE op_id={failed}",
+        "DELETE FROM operations WHERE op_id={queued}",
+        "INSERT INTO operations SELECT op_id+100, tool, call_index, idempotency_key||'x', format,"
+        " input, max_attempts, max_output_bytes, deadline_wall, stream FROM operations"
+        " WHERE op_id={queued}",
+    ],
+)
 def test_payloads_outside_the_chain_are_vouched_for_by_it(
-        journal: dict[str, int], path: Path, statement: str) -> None:
+    journal: dict[str, int], path: Path, statement: str
+) -> None:
     tamper(path, statement.format(**journal))
     with pytest.raises(JournalCorrupt):
         Ledger(path=path)
 
 
 def test_a_forged_transition_with_a_valid_hash_is_refused(
-        journal: dict[str, int], path: Path) -> None:
+    journal: dict[str, int], path: Path
+) -> None:
     """Even a correctly chained event must be a transition the ledger would make."""
     conn = sqlite3.connect(path)
     last = conn.execute("SELECT * FROM events ORDER BY seq DESC LIMIT 1").fetchone()
     conn.close()
     op = journal["claimed"]
-    fields = (last[0] + 1, last[1], op, "text.remote", 2, 1, "claimed", 0, 0, "", None,
-              last[12])
-    tamper(path, "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-           params=(*fields, event_hash(fields)))
+    fields = (last[0] + 1, last[1], op, "text.remote", 2, 1, "claimed", 0, 0, "", None, last[12])
+    tamper(
+        path,
+        "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        params=(*fields, event_hash(fields)),
+    )
     with pytest.raises(JournalCorrupt, match="claim of an operation that is claimed"):
         Ledger(path=path)
 
 
 def test_a_truncated_tail_is_found_with_an_anchor(
-        open_ledger: Callable[..., Ledger], path: Path) -> None:
+    open_ledger: Callable[..., Ledger], path: Path
+) -> None:
     ledger = open_ledger()
     op = ledger.start("text.remote", "x")
     ledger.claim(op)
@@ -364,7 +402,8 @@ def test_a_truncated_tail_is_found_with_an_anchor(
 
 
 def test_a_failed_write_changes_nothing_and_stops_the_ledger(
-        open_ledger: Callable[..., Ledger]) -> None:
+    open_ledger: Callable[..., Ledger],
+) -> None:
     ledger = open_ledger()
     op = ledger.start("text.remote", "x")
     before = (kinds(ledger), ledger.audit_head(), ledger.status(op).state)
@@ -392,7 +431,8 @@ def test_a_closed_ledger_refuses_transitions(open_ledger: Callable[..., Ledger])
 
 
 def test_a_per_call_deadline_is_journaled_as_an_instant(
-        open_ledger: Callable[..., Ledger], clock: FakeClock) -> None:
+    open_ledger: Callable[..., Ledger], clock: FakeClock
+) -> None:
     first = open_ledger()
     op = first.start("text.remote", "x", deadline=5.0)  # earlier than the policy's 60 s
     first.close()

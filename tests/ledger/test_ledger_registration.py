@@ -32,37 +32,48 @@ KEY_GRAMMAR = re.compile(r"[a-z0-9._-]{1,128}")
 
 def test_tool_policy_defaults_follow_the_reference() -> None:
     policy = ToolPolicy("text.remote")
-    assert (policy.format, policy.max_calls, policy.max_attempts, policy.max_input_bytes,
-            policy.max_output_bytes, policy.deadline, policy.stream, policy.contract) == (
-        "text", 1, 1, 16384, 65536, None, None, None)
+    assert (
+        policy.format,
+        policy.max_calls,
+        policy.max_attempts,
+        policy.max_input_bytes,
+        policy.max_output_bytes,
+        policy.deadline,
+        policy.stream,
+        policy.contract,
+    ) == ("text", 1, 1, 16384, 65536, None, None, None)
     assert StreamPolicy().as_tuple() == (64, 8192, 65536, 65536)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"name": "Bad Name"},
-    {"name": ""},
-    {"name": "x" * 129},
-    {"name": "ünicode"},
-    {"name": "t", "format": "xml"},
-    {"name": "t", "max_calls": 0},
-    {"name": "t", "max_attempts": -1},
-    {"name": "t", "max_input_bytes": 0},
-    {"name": "t", "max_output_bytes": 1.5},
-    {"name": "t", "max_calls": True},
-    {"name": "t", "deadline": 0},
-    {"name": "t", "deadline": float("inf")},
-    {"name": "t", "deadline": "5"},
-    {"name": "t", "stream": (1, 2, 3, 4)},
-    {"name": "t", "contract": {"type": "object"}},
-    {"name": "t", "format": "json", "contract": ["not", "a", "schema"]},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"name": "Bad Name"},
+        {"name": ""},
+        {"name": "x" * 129},
+        {"name": "ünicode"},
+        {"name": "t", "format": "xml"},
+        {"name": "t", "max_calls": 0},
+        {"name": "t", "max_attempts": -1},
+        {"name": "t", "max_input_bytes": 0},
+        {"name": "t", "max_output_bytes": 1.5},
+        {"name": "t", "max_calls": True},
+        {"name": "t", "deadline": 0},
+        {"name": "t", "deadline": float("inf")},
+        {"name": "t", "deadline": "5"},
+        {"name": "t", "stream": (1, 2, 3, 4)},
+        {"name": "t", "contract": {"type": "object"}},
+        {"name": "t", "format": "json", "contract": ["not", "a", "schema"]},
+    ],
+)
 def test_tool_policy_rejects_what_it_cannot_enforce(kwargs: dict[str, Any]) -> None:
     with pytest.raises(PolicyError):
         ToolPolicy(**kwargs)
 
 
-@pytest.mark.parametrize("limits", [(0, 1, 1, 1), (1, 0, 1, 1), (1, 1, 1, 0), (1, 9, 8, 8),
-                                    (-1, 1, 1, 1)])
+@pytest.mark.parametrize(
+    "limits", [(0, 1, 1, 1), (1, 0, 1, 1), (1, 1, 1, 0), (1, 9, 8, 8), (-1, 1, 1, 1)]
+)
 def test_stream_policy_rejects_invalid_limits(limits: tuple[int, int, int, int]) -> None:
     with pytest.raises(PolicyError):
         StreamPolicy(*limits)
@@ -72,7 +83,8 @@ def test_an_invalid_json_schema_contract_is_refused_at_registration() -> None:
     ledger = Ledger()
     with pytest.raises(PolicyError, match="not a valid JSON schema"):
         ledger.register_external_tool(
-            ToolPolicy("j", format="json", contract={"type": "no-such-type"}))
+            ToolPolicy("j", format="json", contract={"type": "no-such-type"})
+        )
 
 
 def test_a_tool_registers_once() -> None:
@@ -82,9 +94,16 @@ def test_a_tool_registers_once() -> None:
         ledger.register_external_tool(ToolPolicy("t", max_calls=5))
 
 
-@pytest.mark.parametrize("kwargs", [{"max_pending": 0}, {"max_pending": "8"},
-                                    {"audit_capacity": 0}, {"audit_capacity": 8193},
-                                    {"retain_outcomes": 0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_pending": 0},
+        {"max_pending": "8"},
+        {"audit_capacity": 0},
+        {"audit_capacity": 8193},
+        {"retain_outcomes": 0},
+    ],
+)
 def test_ledger_limits_are_checked(kwargs: dict[str, Any]) -> None:
     with pytest.raises(PolicyError):
         Ledger(**kwargs)
@@ -98,18 +117,22 @@ def test_start_of_an_unknown_tool_is_refused(ledger: Ledger) -> None:
         ledger.start("no.such.tool", "x")
 
 
-@pytest.mark.parametrize(("tool", "value", "why"), [
-    ("text.echo", b"bytes", "must be a str"),
-    ("text.echo", "\ud800", "lone surrogate"),
-    ("text.echo", "x" * 16385, "over max_input_bytes 16384"),
-    ("json.calc", "text", "object or an array"),
-    ("json.calc", 3, "object or an array"),
-    ("json.calc", {"a": {1, 2}}, "set is not a JSON value"),
-    ("json.calc", {1: "int key"}, "keys must be strings"),
-    ("json.calc", {"n": float("nan")}, "finite"),
-])
+@pytest.mark.parametrize(
+    ("tool", "value", "why"),
+    [
+        ("text.echo", b"bytes", "must be a str"),
+        ("text.echo", "\ud800", "lone surrogate"),
+        ("text.echo", "x" * 16385, "over max_input_bytes 16384"),
+        ("json.calc", "text", "object or an array"),
+        ("json.calc", 3, "object or an array"),
+        ("json.calc", {"a": {1, 2}}, "set is not a JSON value"),
+        ("json.calc", {1: "int key"}, "keys must be strings"),
+        ("json.calc", {"n": float("nan")}, "finite"),
+    ],
+)
 def test_start_refuses_invalid_input_and_changes_nothing(
-        ledger: Ledger, tool: str, value: Any, why: str) -> None:
+    ledger: Ledger, tool: str, value: Any, why: str
+) -> None:
     with pytest.raises(InvalidInput, match=why):
         ledger.start(tool, value)
     assert ledger.audit() == ()
@@ -130,8 +153,7 @@ def test_json_depth_is_bounded_at_32_levels(ledger: Ledger) -> None:
         ledger.start("json.calc", nest(33))
 
 
-def test_the_call_budget_counts_starts_and_a_refusal_spends_nothing(
-        ledger_factory: Any) -> None:
+def test_the_call_budget_counts_starts_and_a_refusal_spends_nothing(ledger_factory: Any) -> None:
     ledger = ledger_factory()
     ledger.register_external_tool(ToolPolicy("t", max_calls=2, max_input_bytes=4))
     with pytest.raises(InvalidInput):
@@ -161,13 +183,15 @@ def test_the_pending_bound_covers_queued_and_claimed(ledger_factory: Any) -> Non
 # -- idempotency keys and entropy ------------------------------------------------------------
 
 
-def test_keys_are_stable_across_attempts_and_distinct_across_operations(
-        ledger: Ledger) -> None:
+def test_keys_are_stable_across_attempts_and_distinct_across_operations(ledger: Ledger) -> None:
     first = ledger.start("text.echo", "a")
     second = ledger.start("text.echo", "a")
     inv = ledger.claim(first)
-    keys = {inv.idempotency_key, ledger.retry(first, RetryClass.TRANSIENT).idempotency_key,
-            ledger.retry(first, RetryClass.RATE_LIMITED).idempotency_key}
+    keys = {
+        inv.idempotency_key,
+        ledger.retry(first, RetryClass.TRANSIENT).idempotency_key,
+        ledger.retry(first, RetryClass.RATE_LIMITED).idempotency_key,
+    }
     assert len(keys) == 1
     other = ledger.claim(second).idempotency_key
     assert other != inv.idempotency_key
@@ -201,8 +225,7 @@ def test_a_host_nonce_gives_keys_without_os_entropy(monkeypatch: pytest.MonkeyPa
     assert other.claim(other.start("t", "x")).idempotency_key != keys[0]
 
 
-def test_external_registration_is_refused_without_entropy(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_external_registration_is_refused_without_entropy(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_entropy(_n: int) -> bytes:
         raise OSError("getrandom: no entropy")
 

@@ -41,24 +41,51 @@ from supervisor.ledger.audit import TERMINAL_KINDS
 
 MAX_PENDING = 4
 TOOLS = (
-    ToolPolicy("a.stream", max_calls=1000, max_attempts=3, deadline=5.0,
-               stream=StreamPolicy(max_chunks=4, max_chunk_bytes=8, max_total_bytes=20,
-                                   max_emitted_bytes=24)),
-    ToolPolicy("b.json", format="json", max_calls=1000, max_attempts=2, max_output_bytes=40,
-               contract={"type": "object", "required": ["ok"]}),
+    ToolPolicy(
+        "a.stream",
+        max_calls=1000,
+        max_attempts=3,
+        deadline=5.0,
+        stream=StreamPolicy(
+            max_chunks=4, max_chunk_bytes=8, max_total_bytes=20, max_emitted_bytes=24
+        ),
+    ),
+    ToolPolicy(
+        "b.json",
+        format="json",
+        max_calls=1000,
+        max_attempts=2,
+        max_output_bytes=40,
+        contract={"type": "object", "required": ["ok"]},
+    ),
     ToolPolicy("c.plain", max_calls=6, max_attempts=2, deadline=12.0),
 )
-VALUES = {"a.stream": st.text(max_size=6), "b.json": st.sampled_from([{}, [], {"ok": 1}]),
-          "c.plain": st.sampled_from(["x", "y" * 20])}
-RESULTS = st.one_of(st.text(max_size=10), st.sampled_from(
-    [{"ok": True}, {"no": 1}, [1], 5, {"ok": "x" * 50}]))
+VALUES = {
+    "a.stream": st.text(max_size=6),
+    "b.json": st.sampled_from([{}, [], {"ok": 1}]),
+    "c.plain": st.sampled_from(["x", "y" * 20]),
+}
+RESULTS = st.one_of(
+    st.text(max_size=10), st.sampled_from([{"ok": True}, {"no": 1}, [1], 5, {"ok": "x" * 50}])
+)
 STATUSES = st.one_of(
-    st.just(ReconcileStatus.running()), st.just(ReconcileStatus.unknown()),
-    st.just(ReconcileStatus.cancelled()), st.just(ReconcileStatus.failed("gone")),
-    st.builds(ReconcileStatus.succeeded, RESULTS, st.sampled_from(["text", "json"])))
+    st.just(ReconcileStatus.running()),
+    st.just(ReconcileStatus.unknown()),
+    st.just(ReconcileStatus.cancelled()),
+    st.just(ReconcileStatus.failed("gone")),
+    st.builds(ReconcileStatus.succeeded, RESULTS, st.sampled_from(["text", "json"])),
+)
 # Calls a queued operation must refuse with NotClaimed.
-REFUSED_WHEN_QUEUED = {"retry", "push_chunk", "complete", "fail", "request_cancellation",
-                       "confirm_cancellation", "reconcile", "mark_indeterminate"}
+REFUSED_WHEN_QUEUED = {
+    "retry",
+    "push_chunk",
+    "complete",
+    "fail",
+    "request_cancellation",
+    "confirm_cancellation",
+    "reconcile",
+    "mark_indeterminate",
+}
 
 
 #: Rules aimed at an operation only run once one exists.
@@ -86,12 +113,18 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def open(self) -> Ledger:
         path = None if self.dir is None else self.dir / "journal.sqlite3"
-        ledger = Ledger(max_pending=MAX_PENDING, path=path, clock=self.clock.monotonic,
-                        wall_clock=self.clock.wall, audit_capacity=8192,
-                        retain_outcomes=10_000)
+        ledger = Ledger(
+            max_pending=MAX_PENDING,
+            path=path,
+            clock=self.clock.monotonic,
+            wall_clock=self.clock.wall,
+            audit_capacity=8192,
+            retain_outcomes=10_000,
+        )
         for policy in TOOLS:
             ledger.register_external_tool(
-                policy, redactor=redact if policy.stream is not None else None)
+                policy, redactor=redact if policy.stream is not None else None
+            )
         ledger.subscribe_audit(self.seen.append)
         return ledger
 
@@ -211,8 +244,9 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(index=st.integers(0, 45))
     def confirm_cancellation(self, index: int) -> None:
         op = self.pick(index)
-        outcome = self.call("confirm_cancellation", op,
-                            lambda: self.ledger.confirm_cancellation(op))
+        outcome = self.call(
+            "confirm_cancellation", op, lambda: self.ledger.confirm_cancellation(op)
+        )
         if outcome is not None:
             self.resolved(op, outcome)
 
@@ -296,7 +330,6 @@ class DurableLedgerMachine(LedgerMachine):
             assert info.indeterminate == (info.state != "queued")
             assert info.attempt == before[op].attempt
 
-
     @invariant()
     def the_journal_replays_to_the_same_state(self) -> None:
         """Every journaled event is a legal transition, and replay agrees with memory."""
@@ -304,18 +337,27 @@ class DurableLedgerMachine(LedgerMachine):
 
         assert self.ledger._journal is not None
         found = replay(self.ledger._journal, 1)
-        replayed = {op: (r.state, r.attempt, r.indeterminate, r.chunks, r.source_bytes,
-                         r.emitted_bytes) for op, (_, r) in found.live.items()}
-        assert replayed == {i.id: (i.state, i.attempt, i.indeterminate, i.chunks,
-                                   i.source_bytes, i.emitted_bytes)
-                            for i in self.ledger.pending()}
+        replayed = {
+            op: (r.state, r.attempt, r.indeterminate, r.chunks, r.source_bytes, r.emitted_bytes)
+            for op, (_, r) in found.live.items()
+        }
+        assert replayed == {
+            i.id: (i.state, i.attempt, i.indeterminate, i.chunks, i.source_bytes, i.emitted_bytes)
+            for i in self.ledger.pending()
+        }
 
 
 TestLedgerStateful = LedgerMachine.TestCase
 TestLedgerStateful.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow])
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 TestDurableLedgerStateful = DurableLedgerMachine.TestCase
 TestDurableLedgerStateful.settings = settings(
-    max_examples=40, stateful_step_count=30, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow])
+    max_examples=40,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)

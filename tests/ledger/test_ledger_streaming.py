@@ -32,10 +32,17 @@ def redact(text: str) -> str:
 @pytest.fixture
 def streaming(ledger_factory: Any) -> Ledger:
     ledger: Ledger = ledger_factory()
-    ledger.register_external_tool(ToolPolicy(
-        "text.remote", max_calls=10, max_attempts=3, deadline=5.0,
-        stream=StreamPolicy(max_chunks=3, max_chunk_bytes=8, max_total_bytes=12,
-                            max_emitted_bytes=12)))
+    ledger.register_external_tool(
+        ToolPolicy(
+            "text.remote",
+            max_calls=10,
+            max_attempts=3,
+            deadline=5.0,
+            stream=StreamPolicy(
+                max_chunks=3, max_chunk_bytes=8, max_total_bytes=12, max_emitted_bytes=12
+            ),
+        )
+    )
     ledger.set_stream_redactor("text.remote", redact)
     return ledger
 
@@ -50,7 +57,11 @@ def test_streams_are_redacted_bounded_and_audited(streaming: Ledger) -> None:
     op = claimed(streaming)
     chunk = streaming.push_chunk(op, "secret")
     assert (chunk.index, chunk.text, chunk.source_bytes, chunk.emitted_bytes) == (
-        1, "[redacted]", 6, 10)
+        1,
+        "[redacted]",
+        6,
+        10,
+    )
     with pytest.raises(StreamLimitExceeded, match="max_emitted_bytes"):
         streaming.push_chunk(op, "abc")  # 10 + 3 emitted > 12
     with pytest.raises(StreamLimitExceeded, match="max_chunk_bytes"):
@@ -61,13 +72,20 @@ def test_streams_are_redacted_bounded_and_audited(streaming: Ledger) -> None:
     assert streaming.push_chunk(op, "").index == 3
     with pytest.raises(StreamLimitExceeded, match="max_chunks"):
         streaming.push_chunk(op, "")
-    events = [(e.kind, e.bytes_in, e.bytes_out, e.detail) for e in streaming.audit()
-              if e.kind in ("streamed", "stream_denied")]
+    events = [
+        (e.kind, e.bytes_in, e.bytes_out, e.detail)
+        for e in streaming.audit()
+        if e.kind in ("streamed", "stream_denied")
+    ]
     assert events == [
-        ("streamed", 6, 10, "1"), ("stream_denied", 3, 3, "max_emitted_bytes"),
-        ("stream_denied", 9, 0, "max_chunk_bytes"), ("streamed", 2, 2, "2"),
-        ("stream_denied", 5, 0, "max_total_bytes"), ("streamed", 0, 0, "3"),
-        ("stream_denied", 0, 0, "max_chunks")]
+        ("streamed", 6, 10, "1"),
+        ("stream_denied", 3, 3, "max_emitted_bytes"),
+        ("stream_denied", 9, 0, "max_chunk_bytes"),
+        ("streamed", 2, 2, "2"),
+        ("stream_denied", 5, 0, "max_total_bytes"),
+        ("streamed", 0, 0, "3"),
+        ("stream_denied", 0, 0, "max_chunks"),
+    ]
     info = streaming.status(op)
     assert (info.chunks, info.source_bytes, info.emitted_bytes) == (3, 8, 12)
     assert streaming.complete(op, "final result is separate").status == "completed"
@@ -129,8 +147,9 @@ def test_chunk_text_is_not_retained(streaming: Ledger, mode: str) -> None:
 
 def test_a_failing_redactor_releases_nothing(ledger_factory: Any) -> None:
     ledger: Ledger = ledger_factory()
-    ledger.register_external_tool(ToolPolicy("t", stream=StreamPolicy()),
-                                  redactor=lambda text: 1 / 0)  # type: ignore[arg-type,return-value]
+    ledger.register_external_tool(
+        ToolPolicy("t", stream=StreamPolicy()), redactor=lambda text: 1 / 0
+    )  # type: ignore[arg-type,return-value]
     op = ledger.start("t", "x")
     ledger.claim(op)
     with pytest.raises(RedactorFailed):
@@ -141,8 +160,9 @@ def test_a_failing_redactor_releases_nothing(ledger_factory: Any) -> None:
 
 def test_a_redactor_must_return_text(ledger_factory: Any) -> None:
     ledger: Ledger = ledger_factory()
-    ledger.register_external_tool(ToolPolicy("t", stream=StreamPolicy()),
-                                  redactor=lambda text: None)  # type: ignore[arg-type,return-value]
+    ledger.register_external_tool(
+        ToolPolicy("t", stream=StreamPolicy()), redactor=lambda text: None
+    )  # type: ignore[arg-type,return-value]
     op = ledger.start("t", "x")
     ledger.claim(op)
     with pytest.raises(RedactorFailed, match="returned NoneType"):

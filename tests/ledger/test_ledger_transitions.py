@@ -51,9 +51,16 @@ def test_queued_claim_next_returns_the_full_invocation(ledger: Ledger) -> None:
     op = ledger.start("text.echo", "hello")
     inv = ledger.claim_next()
     assert inv is not None
-    assert (inv.id, inv.tool, inv.value, inv.format, inv.call_index, inv.attempt,
-            inv.max_attempts, inv.max_output_bytes) == (op, "text.echo", "hello", "text", 1, 1,
-                                                        3, 65536)
+    assert (
+        inv.id,
+        inv.tool,
+        inv.value,
+        inv.format,
+        inv.call_index,
+        inv.attempt,
+        inv.max_attempts,
+        inv.max_output_bytes,
+    ) == (op, "text.echo", "hello", "text", 1, 1, 3, 65536)
     assert inv.stream is not None and inv.stream.max_chunks == 64
     assert inv.remaining_deadline_ms == 10_000
     assert inv.idempotency_key.startswith("sv-") and inv.idempotency_key.endswith(f"-{op}")
@@ -94,7 +101,8 @@ def test_stale_exact_claim_does_not_consume_another_queued_operation(ledger: Led
 
 
 def test_queued_claim_after_the_deadline_is_refused_and_skipped(
-        ledger: Ledger, clock: FakeClock) -> None:
+    ledger: Ledger, clock: FakeClock
+) -> None:
     late = ledger.start("text.echo", "late")
     clock.advance(5)
     fresh = ledger.start("text.echo", "fresh")
@@ -107,19 +115,32 @@ def test_queued_claim_after_the_deadline_is_refused_and_skipped(
     assert ledger.expire_timed_out() == [late]
 
 
-@pytest.mark.parametrize("call", [
-    lambda led, op: led.retry(op, RetryClass.TRANSIENT),
-    lambda led, op: led.push_chunk(op, "x"),
-    lambda led, op: led.complete(op, "x"),
-    lambda led, op: led.fail(op, "x"),
-    lambda led, op: led.request_cancellation(op),
-    lambda led, op: led.confirm_cancellation(op),
-    lambda led, op: led.reconcile(op, ReconcileStatus.running()),
-    lambda led, op: led.mark_indeterminate(op, "x"),
-], ids=["retry", "push_chunk", "complete", "fail", "request_cancellation",
-        "confirm_cancellation", "reconcile", "mark_indeterminate"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda led, op: led.retry(op, RetryClass.TRANSIENT),
+        lambda led, op: led.push_chunk(op, "x"),
+        lambda led, op: led.complete(op, "x"),
+        lambda led, op: led.fail(op, "x"),
+        lambda led, op: led.request_cancellation(op),
+        lambda led, op: led.confirm_cancellation(op),
+        lambda led, op: led.reconcile(op, ReconcileStatus.running()),
+        lambda led, op: led.mark_indeterminate(op, "x"),
+    ],
+    ids=[
+        "retry",
+        "push_chunk",
+        "complete",
+        "fail",
+        "request_cancellation",
+        "confirm_cancellation",
+        "reconcile",
+        "mark_indeterminate",
+    ],
+)
 def test_queued_refuses_everything_but_claim_cancel_and_expiry(
-        ledger: Ledger, call: Callable[[Ledger, int], object]) -> None:
+    ledger: Ledger, call: Callable[[Ledger, int], object]
+) -> None:
     op = ledger.start("text.echo", "q")
     before = kinds(ledger)
     with pytest.raises(NotClaimed):
@@ -153,7 +174,11 @@ def test_claimed_retry_keeps_identity_and_is_not_requeued(ledger: Ledger) -> Non
     assert first is not None
     second = ledger.retry(op, RetryClass.RATE_LIMITED)
     assert (second.id, second.value, second.call_index, second.idempotency_key) == (
-        first.id, first.value, first.call_index, first.idempotency_key)
+        first.id,
+        first.value,
+        first.call_index,
+        first.idempotency_key,
+    )
     assert second.attempt == 2
     assert ledger.claim_next() is None
     events = [e for e in ledger.audit() if e.kind == "retry_scheduled"]
@@ -179,7 +204,8 @@ def test_claimed_retry_with_default_policy_fails_at_once(ledger: Ledger) -> None
 
 
 def test_claimed_retry_after_the_deadline_is_refused_without_audit(
-        ledger: Ledger, clock: FakeClock) -> None:
+    ledger: Ledger, clock: FakeClock
+) -> None:
     op = claimed(ledger)
     clock.advance(10)
     before = kinds(ledger)
@@ -216,14 +242,17 @@ def test_claimed_late_failure_becomes_timed_out(ledger: Ledger, clock: FakeClock
     assert ledger.fail(op, "boom") == TimedOut("late_failure")
 
 
-@pytest.mark.parametrize(("value", "reason"), [
-    ({"sum": "three"}, "contract violation at $.sum: type"),
-    ({"total": 3}, "contract violation at $: required"),
-    ([1, 2], "contract violation at $: type"),
-    ("text", "a json payload must be an object or an array"),
-    (7, "a json payload must be an object or an array"),
-    ({"sum": 1, "pad": "x" * 80}, "over max_output_bytes 64"),
-])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ({"sum": "three"}, "contract violation at $.sum: type"),
+        ({"total": 3}, "contract violation at $: required"),
+        ([1, 2], "contract violation at $: type"),
+        ("text", "a json payload must be an object or an array"),
+        (7, "a json payload must be an object or an array"),
+        ({"sum": 1, "pad": "x" * 80}, "over max_output_bytes 64"),
+    ],
+)
 def test_claimed_invalid_output_is_denied(ledger: Ledger, value: Any, reason: str) -> None:
     op = claimed(ledger, "json.calc", {"a": 1})
     outcome = ledger.complete(op, value)
@@ -266,8 +295,13 @@ def test_claimed_request_cancellation_returns_the_binding(ledger: Ledger) -> Non
     op = claimed(ledger)
     inv_key = ledger.status(op).idempotency_key
     ticket = ledger.request_cancellation(op)
-    assert (ticket.id, ticket.tool, ticket.call_index, ticket.attempt,
-            ticket.idempotency_key) == (op, "text.echo", 1, 1, inv_key)
+    assert (ticket.id, ticket.tool, ticket.call_index, ticket.attempt, ticket.idempotency_key) == (
+        op,
+        "text.echo",
+        1,
+        1,
+        inv_key,
+    )
     assert not hasattr(ticket, "value")
     assert ledger.status(op).state == OperationState.CANCELLATION_REQUESTED
     assert kinds(ledger, op)[-1] == "cancellation_requested"
@@ -306,7 +340,8 @@ def test_claimed_reconcile_running_keeps_it_pending(ledger: Ledger) -> None:
 
 
 def test_claimed_reconcile_running_after_the_deadline_is_refused(
-        ledger: Ledger, clock: FakeClock) -> None:
+    ledger: Ledger, clock: FakeClock
+) -> None:
     op = claimed(ledger)
     clock.advance(10)
     with pytest.raises(DeadlineElapsed):
@@ -329,11 +364,11 @@ def test_claimed_reconcile_succeeded_completes_with_validation(ledger: Ledger) -
 
 
 def test_claimed_reconcile_succeeded_after_the_deadline_times_out(
-        ledger: Ledger, clock: FakeClock) -> None:
+    ledger: Ledger, clock: FakeClock
+) -> None:
     op = claimed(ledger)
     clock.advance(10)
-    assert ledger.reconcile(op, ReconcileStatus.succeeded("x")) == TimedOut(
-        "late_reconciliation")
+    assert ledger.reconcile(op, ReconcileStatus.succeeded("x")) == TimedOut("late_reconciliation")
 
 
 def test_claimed_reconcile_with_a_mismatched_format_changes_nothing(ledger: Ledger) -> None:
@@ -352,8 +387,7 @@ def test_claimed_reconcile_failed_and_cancelled_resolve(ledger: Ledger) -> None:
     assert ledger.reconcile(cancelled, ReconcileStatus.cancelled()) == Cancelled("reconciled")
 
 
-def test_claimed_operations_complete_in_any_order_within_the_bound(
-        ledger_factory: Any) -> None:
+def test_claimed_operations_complete_in_any_order_within_the_bound(ledger_factory: Any) -> None:
     from supervisor.ledger import PendingLimitReached, ToolPolicy
 
     led = ledger_factory(max_pending=3)
@@ -375,20 +409,24 @@ def test_indeterminate_stays_pending_and_is_listed(ledger: Ledger) -> None:
     ledger.mark_indeterminate(op, "watchdog deadline")
     ledger.mark_indeterminate(op, "again")  # idempotent
     assert kinds(ledger, op) == ["started", "claimed", "indeterminate"]
-    assert [e.detail for e in ledger.audit() if e.kind == "indeterminate"] == [
-        "watchdog deadline"]
+    assert [e.detail for e in ledger.audit() if e.kind == "indeterminate"] == ["watchdog deadline"]
     assert [i.id for i in ledger.indeterminate()] == [op]
     assert ledger.pending_count == 1
     assert ledger.claim_next() is None
 
 
-@pytest.mark.parametrize("call", [
-    lambda led, op: led.retry(op, RetryClass.TRANSIENT),
-    lambda led, op: led.push_chunk(op, "x"),
-    lambda led, op: led.complete(op, "x"),
-], ids=["retry", "push_chunk", "complete"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda led, op: led.retry(op, RetryClass.TRANSIENT),
+        lambda led, op: led.push_chunk(op, "x"),
+        lambda led, op: led.complete(op, "x"),
+    ],
+    ids=["retry", "push_chunk", "complete"],
+)
 def test_indeterminate_is_never_redispatched_or_completed_directly(
-        ledger: Ledger, call: Callable[[Ledger, int], object]) -> None:
+    ledger: Ledger, call: Callable[[Ledger, int], object]
+) -> None:
     op = claimed(ledger)
     ledger.mark_indeterminate(op, "session poisoned")
     with pytest.raises(OperationIndeterminate):
@@ -403,13 +441,18 @@ def test_indeterminate_cancellation_is_never_confirmed(ledger: Ledger) -> None:
     assert ledger.reconcile(op, ReconcileStatus.cancelled()) == Cancelled("reconciled")
 
 
-@pytest.mark.parametrize(("call", "expected"), [
-    (lambda led, op: led.reconcile(op, ReconcileStatus.succeeded("r")), Completed("r")),
-    (lambda led, op: led.fail(op, "policy"), Failed("policy")),
-    (lambda led, op: led.cancel(op), Cancelled("asserted")),
-], ids=["reconcile", "fail", "cancel"])
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (lambda led, op: led.reconcile(op, ReconcileStatus.succeeded("r")), Completed("r")),
+        (lambda led, op: led.fail(op, "policy"), Failed("policy")),
+        (lambda led, op: led.cancel(op), Cancelled("asserted")),
+    ],
+    ids=["reconcile", "fail", "cancel"],
+)
 def test_indeterminate_resolves_by_reconcile_fail_or_cancel(
-        ledger: Ledger, call: Callable[[Ledger, int], object], expected: object) -> None:
+    ledger: Ledger, call: Callable[[Ledger, int], object], expected: object
+) -> None:
     op = claimed(ledger)
     ledger.mark_indeterminate(op, "eof")
     assert call(ledger, op) == expected
@@ -434,12 +477,17 @@ def test_cancellation_requested_again_is_idempotent(ledger: Ledger) -> None:
     assert kinds(ledger) == before
 
 
-@pytest.mark.parametrize("call", [
-    lambda led, op: led.retry(op, RetryClass.TRANSIENT),
-    lambda led, op: led.push_chunk(op, "x"),
-], ids=["retry", "push_chunk"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda led, op: led.retry(op, RetryClass.TRANSIENT),
+        lambda led, op: led.push_chunk(op, "x"),
+    ],
+    ids=["retry", "push_chunk"],
+)
 def test_cancellation_requested_refuses_retry_and_chunks(
-        ledger: Ledger, call: Callable[[Ledger, int], object]) -> None:
+    ledger: Ledger, call: Callable[[Ledger, int], object]
+) -> None:
     op = cancel_requested(ledger)
     before = kinds(ledger)
     with pytest.raises(CancellationRequested):
@@ -465,7 +513,8 @@ def test_cancellation_requested_confirm_cancels_once(ledger: Ledger) -> None:
 
 
 def test_cancellation_requested_confirm_after_the_deadline_times_out(
-        ledger: Ledger, clock: FakeClock) -> None:
+    ledger: Ledger, clock: FakeClock
+) -> None:
     op = cancel_requested(ledger)
     clock.advance(10)
     assert ledger.confirm_cancellation(op) == TimedOut("late_cancellation")
@@ -487,22 +536,37 @@ def test_cancellation_requested_reconciles(ledger: Ledger) -> None:
 # -- Resolved --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("call", [
-    lambda led, op: led.claim(op),
-    lambda led, op: led.retry(op, RetryClass.TRANSIENT),
-    lambda led, op: led.push_chunk(op, "x"),
-    lambda led, op: led.complete(op, "x"),
-    lambda led, op: led.fail(op, "x"),
-    lambda led, op: led.request_cancellation(op),
-    lambda led, op: led.confirm_cancellation(op),
-    lambda led, op: led.cancel(op),
-    lambda led, op: led.reconcile(op, ReconcileStatus.cancelled()),
-    lambda led, op: led.mark_indeterminate(op, "x"),
-], ids=["claim", "retry", "push_chunk", "complete", "fail", "request_cancellation",
-        "confirm_cancellation", "cancel", "reconcile", "mark_indeterminate"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda led, op: led.claim(op),
+        lambda led, op: led.retry(op, RetryClass.TRANSIENT),
+        lambda led, op: led.push_chunk(op, "x"),
+        lambda led, op: led.complete(op, "x"),
+        lambda led, op: led.fail(op, "x"),
+        lambda led, op: led.request_cancellation(op),
+        lambda led, op: led.confirm_cancellation(op),
+        lambda led, op: led.cancel(op),
+        lambda led, op: led.reconcile(op, ReconcileStatus.cancelled()),
+        lambda led, op: led.mark_indeterminate(op, "x"),
+    ],
+    ids=[
+        "claim",
+        "retry",
+        "push_chunk",
+        "complete",
+        "fail",
+        "request_cancellation",
+        "confirm_cancellation",
+        "cancel",
+        "reconcile",
+        "mark_indeterminate",
+    ],
+)
 @pytest.mark.parametrize("how", ["completed", "failed", "cancelled", "timed_out", "denied"])
-def test_resolved_refuses_everything(ledger: Ledger, clock: FakeClock, how: str,
-                                     call: Callable[[Ledger, int], object]) -> None:
+def test_resolved_refuses_everything(
+    ledger: Ledger, clock: FakeClock, how: str, call: Callable[[Ledger, int], object]
+) -> None:
     op = claimed(ledger, "json.calc", {"a": 1}) if how == "denied" else claimed(ledger)
     if how == "completed":
         ledger.complete(op, "r")

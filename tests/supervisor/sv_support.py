@@ -25,9 +25,7 @@ def fake_worker(mode: str, **policy: Any) -> dict[str, Any]:
     command = python_command("sv_fake_worker", [mode], modules=("worker_runtime", "msgspec"))
     return {
         "worker_argv": list(command.argv),
-        "policy": SandboxPolicy(
-            binds=command.binds, env={**DEFAULT_ENV, **command.env}, **policy
-        ),
+        "policy": SandboxPolicy(binds=command.binds, env={**DEFAULT_ENV, **command.env}, **policy),
         "tools": [ToolPolicy("fake", max_calls=2**40, max_input_bytes=512 * KiB)],
     }
 

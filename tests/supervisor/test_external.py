@@ -47,7 +47,7 @@ async def test_json_tools_take_flags_as_parameters() -> None:
         st = ScriptedTool("ext")
         schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
         st.add_tool("jecho", "json echo", sup.tool_callback("json.echo"), schema=schema)
-        result = await st.execute('echo piped | jecho --n 3')
+        result = await st.execute("echo piped | jecho --n 3")
         assert result.stdout == '{"n":3,"stdin":"piped\\n"}\n' and result.exit_code == 0
 
 

@@ -35,7 +35,11 @@ def pick(rng: random.Random, crash_rate: float) -> tuple[str, str, float | None]
 
 
 async def drive(
-    sup: Supervisor, rng: random.Random, calls: int, workers: int, crash_rate: float,
+    sup: Supervisor,
+    rng: random.Random,
+    calls: int,
+    workers: int,
+    crash_rate: float,
     cancel_rate: float,
 ) -> tuple[Counter[str], int]:
     statuses: Counter[str] = Counter()
