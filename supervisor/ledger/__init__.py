@@ -42,6 +42,7 @@ from supervisor.ledger.policy import RetryClass, StreamPolicy, ToolPolicy
 from supervisor.ledger.types import (
     CancellationTicket,
     Cancelled,
+    Compaction,
     Completed,
     Denied,
     Failed,
@@ -68,6 +69,7 @@ __all__ = [
     "CancellationRequested",
     "CancellationTicket",
     "Cancelled",
+    "Compaction",
     "Completed",
     "DeadlineElapsed",
     "Denied",

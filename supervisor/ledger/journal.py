@@ -6,6 +6,11 @@ event's digest) and ``results`` (one row per terminal event; the body of a compl
 failure, vouched for by that event's digest). Triggers refuse updates and deletes, which
 stops accidents; the hash chain is what reveals deliberate edits.
 
+Compaction (`SqliteJournal.prune`) is the one exception: in one transaction it removes
+the oldest operations, which had all ended, with their events and results, and records a
+`Checkpoint` in ``meta``: the last event removed (its seq and hash, which the first event
+kept links to) and the counters that recovery would have read from what was removed.
+
 The connection uses ``locking_mode=EXCLUSIVE``: the first ledger to open a journal holds
 it until it closes or dies, so two hosts can never both recover and dispatch the same
 operations. The kernel drops the lock when the process dies, even by SIGKILL.
@@ -45,11 +50,18 @@ CREATE TABLE results(
     body BLOB) STRICT;
 """
 _TABLES = ("events", "operations", "results")
+
+
+def _append_only(table: str, verb: str) -> str:
+    """The trigger that refuses ``verb`` (update, delete) on ``table``."""
+    return (
+        f"CREATE TRIGGER {table}_no_{verb} BEFORE {verb.upper()} ON {table} "
+        f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
+    )
+
+
 _APPEND_ONLY = "".join(
-    f"CREATE TRIGGER {table}_no_{verb} BEFORE {verb.upper()} ON {table} "
-    f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;\n"
-    for table in _TABLES
-    for verb in ("update", "delete")
+    _append_only(table, verb) + ";\n" for table in _TABLES for verb in ("update", "delete")
 )
 
 _INSERT_EVENT = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
@@ -60,6 +72,19 @@ _decode_stream = msgspec.json.Decoder(tuple[int, int, int, int]).decode
 
 #: ``(kind, body)`` of a terminal event: ``body`` holds a completion or failure.
 TerminalRow = tuple[str, bytes | None]
+
+
+class Checkpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Where a compacted journal starts: everything up to event ``seq`` was removed."""
+
+    seq: int  # the last event removed
+    hash: str  # its hash: the ``prev_hash`` of the first event kept
+    last_op_id: int  # the newest operation removed (op ids continue after it)
+    calls: dict[str, int]  # each tool's call count up to there (budgets continue)
+
+
+_encode_checkpoint = msgspec.json.Encoder().encode
+_decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
 
 
 def _event(row: Any) -> AuditEvent:
@@ -281,6 +306,71 @@ class SqliteJournal:
         if event is None:
             raise JournalCorrupt(f"operation {op_id}: terminal event {row[0]} is missing")
         return _event(event), row[1]
+
+    def checkpoint(self) -> Checkpoint | None:
+        """Where the journal starts, if it was compacted."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key='checkpoint'").fetchone()
+        if row is None:
+            return None
+        try:
+            return _decode_checkpoint(row[0])
+        except msgspec.DecodeError as exc:
+            raise JournalCorrupt(f"journal {self.path!r}: malformed checkpoint") from exc
+
+    def spans(self) -> list[tuple[int, int, int]]:
+        """``(op_id, first seq, last seq)`` of every operation in the journal."""
+        return self._conn.execute(
+            "SELECT op_id, MIN(seq), MAX(seq) FROM events GROUP BY op_id ORDER BY op_id"
+        ).fetchall()
+
+    def call_counts(self, up_to_op: int) -> dict[str, int]:
+        """Each tool's highest call index among the operations up to ``up_to_op``."""
+        rows = self._conn.execute(
+            "SELECT tool, MAX(call_index) FROM operations WHERE op_id<=? GROUP BY tool",
+            (up_to_op,),
+        )
+        return dict(rows.fetchall())
+
+    def hash_of(self, seq: int) -> str | None:
+        row = self._conn.execute("SELECT hash FROM events WHERE seq=?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def prune(self, checkpoint: Checkpoint) -> tuple[int, int]:
+        """Remove events and results up to ``checkpoint.seq`` and operations up to
+        ``checkpoint.last_op_id``, and record the checkpoint, in one transaction.
+        Returns ``(events, operations)`` removed. The caller has checked that no
+        operation has events on both sides of the checkpoint."""
+        conn = self._conn
+        if self._depth:
+            raise JournalError("cannot compact the journal inside a batch")
+        try:
+            conn.execute("BEGIN")
+            for table in _TABLES:
+                conn.execute(f"DROP TRIGGER {table}_no_delete")
+            events = conn.execute("DELETE FROM events WHERE seq<=?", (checkpoint.seq,)).rowcount
+            conn.execute("DELETE FROM results WHERE seq<=?", (checkpoint.seq,))
+            operations = conn.execute(
+                "DELETE FROM operations WHERE op_id<=?", (checkpoint.last_op_id,)
+            ).rowcount
+            for table in _TABLES:
+                conn.execute(_append_only(table, "delete"))
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('checkpoint', ?)",
+                (_encode_checkpoint(checkpoint).decode(),),
+            )
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._abandon()
+            raise JournalFailed(f"journal compaction failed: {exc}") from exc
+        return events, operations
+
+    def vacuum(self) -> None:
+        """Give the space of removed rows back to the file system."""
+        try:
+            self._conn.execute("VACUUM")  # written through the log, then
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # into the file
+        except sqlite3.Error as exc:
+            raise JournalFailed(f"journal vacuum failed: {exc}") from exc
 
     def close(self) -> None:
         self._conn.close()

@@ -1,6 +1,7 @@
 """Rebuild a ledger's state from its journal, trusting nothing the chain does not vouch for.
 
-The events are the source of truth: replaying them (in one pass, merged with the records
+The events are the source of truth (from the journal's checkpoint on, if it was
+compacted): replaying them (in one pass, merged with the records
 and results in their own orders) gives every operation's state, attempt, indeterminate
 flag and stream counters. On the way, every hash, every link, every digest of a record or
 result and every transition is checked against the rules the ledger follows when it
@@ -116,6 +117,10 @@ def replay(journal: SqliteJournal, ring: int) -> Recovery:
     terminals = journal.terminals()
     live = out.live
     prev_hash = GENESIS_HASH
+    checkpoint = journal.checkpoint()
+    if checkpoint is not None:  # compacted: the chain continues from the checkpoint
+        out.seq, prev_hash = checkpoint.seq, checkpoint.hash
+        out.last_op_id, out.calls = checkpoint.last_op_id, dict(checkpoint.calls)
     for event in journal.events():
         seq = out.seq + 1
         if event.seq != seq or event.prev_hash != prev_hash:

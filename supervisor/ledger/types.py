@@ -192,3 +192,13 @@ class ReconcileStatus(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def unknown(cls) -> ReconcileStatus:
         return cls(state="unknown")
+
+
+class Compaction(msgspec.Struct, frozen=True):
+    """What `Ledger.compact` did. ``checkpoint`` is ``(seq, hash)`` of the last event
+    removed, which the journal now starts after (None: never compacted, or in memory):
+    keep it elsewhere to anchor what was removed (see docs/ledger.md)."""
+
+    checkpoint: tuple[int, str] | None
+    events_removed: int
+    operations_removed: int
