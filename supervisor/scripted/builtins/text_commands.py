@@ -3,7 +3,7 @@ cap (see the package docstring)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable
 
 from supervisor.scripted.contract import Command, CommandResult
 
@@ -14,7 +14,7 @@ from .expr import expr
 from .extras import fold, nl, paste, rev, tac
 from .grep import grep
 from .headtail import head, tail
-from .jq_tool.pool import jq as _contained_jq
+from .jq_tool.pool import jq
 from .sed import sed
 from .seq import seq
 from .sort import sort
@@ -22,12 +22,10 @@ from .tr import tr
 from .uniq import uniq
 from .wc import wc
 
-TextTool = Callable[[list[str], "str | None"], CommandResult]
-
-#: ``jq`` returns an awaitable (which the interpreter awaits, as the contract's
-#: ``Command`` allows) when called inside an event loop and the answer takes a while;
-#: typed as the text tools' sync signature until `TextTool` admits that.
-jq: TextTool = _contained_jq  # type: ignore[assignment]
+#: A text tool is a `Command`: ``jq`` returns an awaitable (which the interpreter
+#: awaits) when called inside an event loop and its engine's answer takes a while; the
+#: others answer at once.
+TextTool = Command
 
 _USAGE = {
     "awk": "Usage: awk [POSIX or GNU style options] [--] 'program' [file ...]",
@@ -60,7 +58,7 @@ def _guarded(name: str, tool: TextTool, limit_status: int) -> Command:
     """The tool, plus ``--help``/``--version`` and the output cap turned into an error."""
     usage = _USAGE.get(name, f"Usage: {name} [OPTION]...")
 
-    def run(args: list[str], stdin: str | None) -> CommandResult:
+    def run(args: list[str], stdin: str | None) -> CommandResult | Awaitable[CommandResult]:
         if args and args[0] == "--help" and name not in _OWN_HELP:
             return CommandResult(usage + "\n(sandvisor: reads standard input only)\n", "", 0)
         if args and args[0] == "--version" and name not in _OWN_HELP:
