@@ -73,6 +73,34 @@ async def test_sessions_retire_after_their_call_budget() -> None:
         assert all(s.end_reason == "closed" and s.returncode == 0 for s in sup.pool.history)
 
 
+async def test_a_session_serves_its_whole_id_budget_then_retires_cleanly() -> None:
+    # the default budget is every id the protocol gives a session (rid + a cid kept free
+    # per call): calls up to it must all complete, with no id left over to break a frame
+    async with supervisor(pool_size=1, max_in_flight=4, ping_interval=None) as sup:
+        budget = sup.max_calls_per_worker
+        assert budget == (4096 - 2 * 4) // 2
+        sessions: list[str | None] = []
+
+        async def caller(count: int) -> None:
+            # each call overruns a short deadline: the watchdog's cancel takes a cid too
+            for _ in range(count):
+                out = await sup.invoke("sleep", "5", deadline=0.003)
+                assert out.status == "timed_out", out
+                sessions.append(out.session_id)
+
+        async with trio.open_nursery() as nursery:  # 4 in flight, as the grant allows
+            for _ in range(4):
+                nursery.start_soon(caller, budget // 4)
+        assert len(sessions) == budget and len(set(sessions)) == 1 and sessions[0]
+        after = await sup.invoke("echo", "next")
+        assert after.status == "completed" and after.session_id not in sessions
+        with trio.fail_after(10):
+            while not sup.pool.history:
+                await trio.sleep(0.02)
+        retired = sup.pool.history[0]
+        assert (retired.end_reason, retired.returncode) == ("closed", 0)
+
+
 async def test_several_calls_in_flight_on_one_session() -> None:
     async with supervisor(pool_size=1, max_in_flight=4) as sup:
         started = trio.current_time()
