@@ -144,6 +144,27 @@ def test_execute_sync_with_sandboxed_tools_from_a_thread_pool(sup: SyncSuperviso
     assert result.stdout == "status 124\n" and "timed out (deadline 0.2 s)" in result.stderr
 
 
+def test_a_durable_ledger_is_compacted_in_the_host_thread(tmp_path: Path) -> None:
+    journal = tmp_path / "ledger.sqlite3"
+
+    async def compact(s: Supervisor) -> Any:
+        return s.ledger.compact(vacuum=True)
+
+    with SyncSupervisor(adapters=[EXAMPLES], ledger_path=journal, ping_interval=None) as sup:
+        for i in range(5):
+            assert sup.invoke("text.upper", f"v{i}").status == "completed"
+        report = sup.call_in_host(compact)
+        assert (report.events_removed, report.operations_removed) == (15, 5)
+        assert sup.invoke("text.upper", "after").status == "completed"
+    with SyncSupervisor(adapters=[EXAMPLES], ledger_path=journal, ping_interval=None) as sup:
+
+        async def head(s: Supervisor) -> Any:
+            return s.ledger.audit_head(), s.ledger.verify_audit_chain(anchor=report.checkpoint)
+
+        (seq, _), checked = sup.call_in_host(head)
+        assert (seq, checked) == (report.checkpoint[0] + 3, 3)  # the call after it
+
+
 def test_close_is_final_and_leaves_nothing() -> None:
     fds, threads = fd_count(), host_threads()
     sup = SyncSupervisor(adapters=[EXAMPLES], ping_interval=None).open()
