@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 import trio
 
+from supervisor._fdwrite import write_now
 from supervisor.keys import derive_keys, new_session_id, new_session_key
 from supervisor.launch import Launcher, LaunchError, SpawnedWorker, start_worker
 from supervisor.watchdog import DEFAULT_CANCEL_GRACE, CallEnd, CallWatch, CancelReason
@@ -527,15 +528,9 @@ class Session:
         flight the writer task coalesces what they queue into one write (fewer syscalls
         and fewer wake-ups of the worker)."""
         if self._unsent == 0 and self._write_fd >= 0 and len(self._calls) <= 1:
-            try:
-                written = os.write(self._write_fd, data)
-            except BlockingIOError:
-                written = 0
-            except OSError:
-                written = 0  # the writer task meets the error and reports it
-            if written == len(data):
+            data = write_now(self._write_fd, data)
+            if not data:
                 return
-            data = data[written:]
         self._unsent += 1
         with contextlib.suppress(trio.ClosedResourceError):
             self._outbox.send_nowait(data)

@@ -17,7 +17,6 @@ import collections
 import contextlib
 import contextvars
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ import trio
 
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.policy import SandboxPolicy
+from supervisor._fdwrite import write_now
 from supervisor.audit import CallEvent
 from supervisor.calls import CallHandle
 from supervisor.hosting import serve_wire as wire
@@ -81,13 +81,9 @@ class OutQueue:
         if self.closed:
             return
         if self._fd is not None and not self._writing and not self._lines:
-            try:
-                written = os.write(self._fd, line)
-            except OSError:  # full (the writer waits for room) or broken (it reports)
-                written = 0
-            if written == len(line):
+            line = write_now(self._fd, line)
+            if not line:
                 return
-            line = line[written:]
         self._lines.append(line)
         self.queued += len(line)
         self._wake.set()
