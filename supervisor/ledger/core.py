@@ -576,37 +576,30 @@ class Ledger(LedgerEngine):
         """Re-check every hash and link (the whole journal if durable, else the ring) and
         that the newest event is the one this ledger wrote; with ``anchor``, that the event
         of that seq has that hash. Returns the events checked; ``AuditChainBroken``."""
-        checkpoint = None if self._journal is None else self._journal.checkpoint()
+        anchored: list[str] = []  # the hash of the anchor's event, once seen
         if self._journal is not None:
             events: Any = self._journal.events()
             prev, first = GENESIS_HASH, 1
+            checkpoint = self._journal.checkpoint()
             if checkpoint is not None:  # compacted: the chain starts after the checkpoint
                 prev, first = checkpoint.hash, checkpoint.seq + 1
-                if anchor is not None and anchor[0] <= checkpoint.seq:
-                    if anchor == (checkpoint.seq, checkpoint.hash):
-                        anchor = None  # the chain is checked to link to it
-                    elif anchor[0] == checkpoint.seq:
-                        raise AuditChainBroken(
-                            f"audit event {anchor[0]} does not match the anchor "
-                            "(the journal's checkpoint)",
-                            seq=anchor[0],
-                        )
-                    else:
-                        raise LedgerError(
-                            f"audit event {anchor[0]} was compacted away: the journal "
-                            f"starts after event {checkpoint.seq} (hash {checkpoint.hash}); "
-                            "anchor to that or a later event"
-                        )
+                if anchor is not None and anchor[0] < checkpoint.seq:
+                    raise LedgerError(
+                        f"audit event {anchor[0]} was compacted away: the journal "
+                        f"starts after event {checkpoint.seq} (hash {checkpoint.hash}); "
+                        "anchor to that or a later event"
+                    )
+                if anchor is not None and anchor[0] == checkpoint.seq:
+                    anchored.append(checkpoint.hash)  # the first event kept links to it
         else:
             ring = self._trail.events()
             events = ring
             prev, first = (ring[0].prev_hash, ring[0].seq) if ring else (GENESIS_HASH, 1)
-        anchored: list[AuditEvent] = []
 
         def watch(source: Any) -> Iterator[AuditEvent]:
             for event in source:
                 if anchor is not None and event.seq == anchor[0]:
-                    anchored.append(event)
+                    anchored.append(event.hash)
                 yield event
 
         count, head = verify_chain(watch(events), prev_hash=prev, first_seq=first)
@@ -617,7 +610,7 @@ class Ledger(LedgerEngine):
                 f"event {self._trail.seq} (truncated or replaced)",
                 seq=seq,
             )
-        if anchor is not None and (not anchored or anchored[0].hash != anchor[1]):
+        if anchor is not None and (not anchored or anchored[0] != anchor[1]):
             raise AuditChainBroken(
                 f"audit event {anchor[0]} does not match the anchor", seq=anchor[0]
             )
@@ -631,8 +624,8 @@ class Ledger(LedgerEngine):
         work from there on (a removed operation's outcome is gone). One transaction:
         a crash leaves the journal as it was before, or compacted. ``vacuum`` also
         shrinks the file. Blocks for as long as the journal takes (0.19 s for 20,000
-        operations here, vacuum 0.03 s more): call it at a quiet moment. An in-memory ledger holds
-        nothing to compact (its ring and retained outcomes are bounded)."""
+        operations here, vacuum 0.03 s more): call it at a quiet moment. An in-memory
+        ledger holds nothing to compact (its ring and retained outcomes are bounded)."""
         self._check_usable()
         journal = self._journal
         if journal is None:
@@ -660,13 +653,7 @@ class Ledger(LedgerEngine):
         if previous is not None:
             last_op = max(last_op, previous.last_op_id)
         checkpoint = Checkpoint(seq=seq, hash=hash_, last_op_id=last_op, calls=calls)
-        events, operations = 0, 0
-
-        def prune() -> None:
-            nonlocal events, operations
-            events, operations = journal.prune(checkpoint)
-
-        self._guard(prune)
+        events, operations = self._guard(lambda: journal.prune(checkpoint))
         if vacuum:
             journal.vacuum()
         return Compaction((seq, hash_), events, operations)

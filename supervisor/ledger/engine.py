@@ -14,7 +14,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from supervisor.ledger import payloads
 from supervisor.ledger.audit import (
@@ -60,6 +60,7 @@ _C = OperationState.CLAIMED
 _CR = OperationState.CANCELLATION_REQUESTED
 _R = OperationState.RESOLVED
 _DETAIL_CHARS = 256
+T = TypeVar("T")
 
 Redactor = Callable[[str], str]
 
@@ -194,9 +195,9 @@ class LedgerEngine:
         if self._unusable is not None:
             raise JournalFailed(f"the ledger refuses transitions: {self._unusable}")
 
-    def _guard(self, action: Callable[[], None]) -> None:
+    def _guard(self, action: Callable[[], T]) -> T:
         try:
-            action()
+            return action()
         except JournalFailed as exc:
             self._poison(str(exc))
             raise

@@ -88,36 +88,7 @@ _decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
 
 
 def _event(row: Any) -> AuditEvent:
-    (
-        seq,
-        time,
-        op_id,
-        tool,
-        call_index,
-        attempt,
-        kind,
-        bytes_in,
-        bytes_out,
-        detail,
-        digest,
-        prev_hash,
-        hash_,
-    ) = row
-    return AuditEvent(
-        seq=seq,
-        time=time,
-        op_id=op_id,
-        tool=tool,
-        call_index=call_index,
-        attempt=attempt,
-        kind=kind,
-        bytes_in=bytes_in,
-        bytes_out=bytes_out,
-        detail=detail,
-        digest=digest,
-        prev_hash=prev_hash,
-        hash=hash_,
-    )
+    return AuditEvent(*row)  # the table's columns are the event's fields, in order
 
 
 def _record(row: Any) -> OpRecord:
