@@ -22,11 +22,6 @@ from .tr import tr
 from .uniq import uniq
 from .wc import wc
 
-#: A text tool is a `Command`: ``jq`` returns an awaitable (which the interpreter
-#: awaits) when called inside an event loop and its engine's answer takes a while; the
-#: others answer at once.
-TextTool = Command
-
 _USAGE = {
     "awk": "Usage: awk [POSIX or GNU style options] [--] 'program' [file ...]",
     "jq": "Usage:\tjq [OPTIONS] FILTER [FILES...]",
@@ -54,7 +49,7 @@ _USAGE = {
 _OWN_HELP = frozenset({"jq", "awk"})
 
 
-def _guarded(name: str, tool: TextTool, limit_status: int) -> Command:
+def _guarded(name: str, tool: Command, limit_status: int) -> Command:
     """The tool, plus ``--help``/``--version`` and the output cap turned into an error."""
     usage = _USAGE.get(name, f"Usage: {name} [OPTION]...")
 
@@ -73,7 +68,10 @@ def _guarded(name: str, tool: TextTool, limit_status: int) -> Command:
     return run
 
 
-_TOOLS: dict[str, tuple[TextTool, int]] = {
+#: Each tool and its exit status when its output is over the cap. A tool is a `Command`:
+#: ``jq`` returns an awaitable (the interpreter awaits it) inside an event loop when its
+#: engine's answer takes a while; the others answer at once.
+_TOOLS: dict[str, tuple[Command, int]] = {
     "awk": (awk, 2),
     "cut": (cut, 1),
     "expr": (expr, 2),

@@ -50,6 +50,15 @@ class _Return(Exception):
         self.value = value
 
 
+def _raising(signal: type[Exception]) -> Stmt:
+    """A statement that only transfers control (``break``, ``next``...) by raising."""
+
+    def run(f: Frame) -> None:
+        raise signal
+
+    return run
+
+
 def _power(a: float, b: float) -> float:
     try:
         return math.pow(a, b)
@@ -640,28 +649,16 @@ class Compiler:
         return run
 
     def s_break(self, node: Node) -> Stmt:
-        def run(f: Frame) -> None:
-            raise _Break
-
-        return run
+        return _raising(_Break)
 
     def s_continue(self, node: Node) -> Stmt:
-        def run(f: Frame) -> None:
-            raise _Continue
-
-        return run
+        return _raising(_Continue)
 
     def s_next(self, node: Node) -> Stmt:
-        def run(f: Frame) -> None:
-            raise NextRecord
-
-        return run
+        return _raising(NextRecord)
 
     def s_nextfile(self, node: Node) -> Stmt:
-        def run(f: Frame) -> None:
-            raise NextFile
-
-        return run
+        return _raising(NextFile)
 
     def s_exit(self, node: Node) -> Stmt:
         value = self.expr(node[1]) if node[1] is not None else None
