@@ -85,7 +85,7 @@ def test_an_idle_ledger_compacts_to_nothing_and_continues(
     ledger.close()
 
     again = open_ledger()
-    assert again.audit_head() == (head[0] + 1, again.audit_head()[1])
+    assert again.audit_head()[0] == head[0] + 1
     assert [info.id for info in again.pending()] == [op]
     assert again.status(op).call_index == 51
     assert again.verify_audit_chain() == 1
@@ -173,7 +173,7 @@ def test_the_chain_is_still_checked_from_the_checkpoint(
 ) -> None:
     ledger = open_ledger()
     finish(ledger, 4)
-    pending = ledger.start("t", "pending")
+    ledger.start("t", "pending")
     finish(ledger, 2)
     checkpoint = ledger.compact().checkpoint
     assert checkpoint is not None
@@ -183,7 +183,6 @@ def test_the_chain_is_still_checked_from_the_checkpoint(
         ledger.verify_audit_chain(anchor=(checkpoint[0], "0" * 64))
     assert ledger.verify_audit_chain(anchor=checkpoint) == 7
     ledger.close()
-    assert pending
 
     # An edit after the checkpoint is found on open, as without compaction.
     conn = sqlite3.connect(path)
