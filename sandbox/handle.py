@@ -138,11 +138,12 @@ class Sandbox:
         return rc
 
     async def wait_async(self) -> int:
-        """Await the exit from trio (on the pidfd; the event loop is never blocked)."""
-        import trio
+        """Await the exit from trio or asyncio (anyio, on the pidfd; the event loop is
+        never blocked)."""
+        import anyio
 
         while (rc := self.poll()) is None:
-            await trio.lowlevel.wait_readable(self.pidfd)
+            await anyio.wait_readable(self.pidfd)
         return rc
 
     # --- killing ---------------------------------------------------------------------

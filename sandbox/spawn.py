@@ -172,11 +172,11 @@ class Spawner:
         stdout: Stdio = None,
         stderr: Stdio = None,
     ) -> Sandbox:
-        """`spawn` from trio. Not abandoned on cancellation: the sandbox is always
-        returned once started, so the caller can put it in its ``finally`` at once."""
-        import trio
+        """`spawn` from trio or asyncio (anyio). Not abandoned on cancellation: the sandbox
+        is always returned once started, so the caller can put it in its ``finally``."""
+        import anyio.to_thread
 
-        return await trio.to_thread.run_sync(
+        return await anyio.to_thread.run_sync(
             lambda: self.spawn(plan, stdin=stdin, stdout=stdout, stderr=stderr)
         )
 

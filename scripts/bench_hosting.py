@@ -7,8 +7,9 @@ from trio; a `sandvisor serve` round trip at most 2x an in-process invoke. The m
 are noisy, so every figure is a ratio against a baseline measured in the same run, in
 interleaved batches against the same workers:
 
-- asyncio / trio: one `AsyncioSupervisor`; the trio batches run inside its own trio thread
-  (``call_in_host``), so both sides call the same supervisor and the same sandboxed worker;
+- asyncio / trio: an `AsyncioSupervisor` on the benchmark's asyncio loop against a trio
+  `Supervisor` with the same arguments in its own ``trio.run`` (a `SyncSupervisor`'s host
+  thread, whose batches run there through ``call_in_host``), one worker each;
 - sync / trio: the same with a `SyncSupervisor` (for information: no target);
 - serve / in-process: a stdlib JSON-lines client against ``sandvisor serve`` (write the
   request, read its events through the outcome) against trio ``Supervisor.invoke`` in
@@ -93,36 +94,29 @@ def _quartile(values: list[float]) -> float:
     return statistics.quantiles(values, n=4)[0]
 
 
-def bench_asyncio(
-    rounds: int, batch: int, tool: str = TOOL, value: str = VALUE, bridge: list[float] | None = None
-) -> Pairs:
-    """asyncio invokes against trio ones; ``bridge`` (if given) collects the times of a
-    bare round trip from asyncio into the host's trio thread and back (``call_in_host`` of
-    a no-op): the floor of a thread-hosted call, whatever the call does."""
+def bench_asyncio(rounds: int, batch: int, tool: str = TOOL, value: str = VALUE) -> Pairs:
+    """asyncio invokes (an `AsyncioSupervisor` on this loop) against trio ones (a trio
+    `Supervisor` in its own ``trio.run``, in a `SyncSupervisor`'s thread), same config,
+    one worker each, in interleaved batches: while one side runs, the other idles."""
     pairs = Pairs()
 
-    async def nothing(sup: Supervisor) -> None:
-        return None
-
     async def main() -> None:
-        async with AsyncioSupervisor(adapters=ADAPTERS, pool_size=1, ping_interval=None) as sup:
-            for _ in range(50):
-                await sup.invoke(tool, value)
-            await sup.call_in_host(trio_batch(50, tool, value))
-            for _ in range(rounds):
-                times = []
-                for _ in range(batch):
-                    began = time.perf_counter()
-                    out = await sup.invoke(tool, value)
-                    times.append(time.perf_counter() - began)
-                    assert out.status == "completed"
-                baseline: list[float] = await sup.call_in_host(trio_batch(batch, tool, value))
-                pairs.add(times, baseline)
-                if bridge is not None:
+        with SyncSupervisor(adapters=ADAPTERS, pool_size=1, ping_interval=None) as host:
+            async with AsyncioSupervisor(adapters=ADAPTERS, pool_size=1, ping_interval=None) as sup:
+                for _ in range(50):
+                    await sup.invoke(tool, value)
+                await asyncio.to_thread(host.call_in_host, trio_batch(50, tool, value))
+                for _ in range(rounds):
+                    times = []
                     for _ in range(batch):
                         began = time.perf_counter()
-                        await sup.call_in_host(nothing)
-                        bridge.append(time.perf_counter() - began)
+                        out = await sup.invoke(tool, value)
+                        times.append(time.perf_counter() - began)
+                        assert out.status == "completed"
+                    baseline = await asyncio.to_thread(
+                        host.call_in_host, trio_batch(batch, tool, value)
+                    )
+                    pairs.add(times, baseline)
 
     asyncio.run(main())
     return pairs
@@ -189,17 +183,7 @@ def main() -> int:
     args = parser.parse_args()
     rounds, batch = (60, 5) if args.quick else (300, 5)
     print(f"bench_hosting: {TOOL!r} round trips, {rounds} interleaved rounds of {batch}")
-    bridge: list[float] = []
-    asyncio_pairs = bench_asyncio(rounds, batch, bridge=bridge)
-    ok = asyncio_pairs.report("asyncio / trio", ASYNCIO_TARGET)
-    floor = statistics.median(bridge)
-    best = (floor + statistics.median(asyncio_pairs.baseline)) / statistics.median(
-        asyncio_pairs.baseline
-    )
-    print(
-        f"{'  thread bridge':<20} {floor * 1e3:6.3f} ms alone (asyncio -> host thread -> "
-        f"asyncio, no call): a thread-hosted call is at best {best:4.2f}x"
-    )
+    ok = bench_asyncio(rounds, batch).report("asyncio / trio", ASYNCIO_TARGET)
     bench_sync(rounds, batch).report("sync / trio", None)
     bench_asyncio(rounds // 3, batch, "sleep", "0.002").report("asyncio, 2 ms tool", None)
     ok &= bench_serve(rounds, batch).report("serve / in-process", SERVE_TARGET)

@@ -19,8 +19,8 @@ import os
 from collections.abc import Callable
 from types import TracebackType
 
+import anyio
 import msgspec
-import trio
 
 from supervisor.outcome import Outcome, Status
 
@@ -102,15 +102,15 @@ class AuditStream:
 
     def __init__(self, hub: AuditHub, capacity: int) -> None:
         self._hub = hub
-        self._send, self._recv = trio.open_memory_channel[CallEvent](capacity)
+        self._send, self._recv = anyio.create_memory_object_stream[CallEvent](capacity)
         self.dropped = 0
 
     def _offer(self, event: CallEvent) -> None:
         try:
             self._send.send_nowait(event)
-        except trio.WouldBlock:
+        except anyio.WouldBlock:
             self.dropped += 1
-        except trio.ClosedResourceError:
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
 
     def __aiter__(self) -> AuditStream:
@@ -119,11 +119,11 @@ class AuditStream:
     async def __anext__(self) -> CallEvent:
         try:
             return await self._recv.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
     def receive_nowait(self) -> CallEvent:
-        """The next buffered event; `trio.WouldBlock` if none."""
+        """The next buffered event; `anyio.WouldBlock` if none."""
         return self._recv.receive_nowait()
 
     def close(self) -> None:

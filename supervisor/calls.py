@@ -1,7 +1,7 @@
 """One supervised call: its ledger operation, its session listener, its `Outcome`.
 
 `SupervisedCall` is what a session reports to (`CallListener`). The ledger transition of
-a terminal event happens right there, synchronously, in the same trio step as the
+a terminal event happens right there, synchronously, in the same scheduling step as the
 watchdog's disarm: nothing can slip between "accepted before the deadline" and
 "completed in the ledger". The `Outcome` is built afterwards by the task driving the
 call, once the sandbox's own account of the end (termination, peak memory) is known.
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import trio
+import anyio
 
 from supervisor.ledger import (
     AlreadyCompleted,
@@ -122,7 +122,7 @@ class SupervisedCall:
         self.outcome: Outcome | None = None
         #: Set once the outcome is built; made only for a `CallHandle` (an awaited
         #: ``invoke`` needs none).
-        self.done: trio.Event | None = None
+        self.done: anyio.Event | None = None
 
     # -- CallListener: called synchronously by the session ----------------------------------
 
@@ -300,10 +300,10 @@ class CallHandle:
 
     def __init__(self, call: SupervisedCall) -> None:
         self._call = call
-        self._scope = trio.CancelScope()
+        self._scope = anyio.CancelScope()
         self._failure: BaseException | None = None
         if call.done is None:
-            call.done = trio.Event()
+            call.done = anyio.Event()
             if call.outcome is not None:
                 call.done.set()
 

@@ -16,9 +16,10 @@ indeterminate    125   ``<command>: outcome unknown (<kill reason>) ...``
 cancelled        130   ``<command>: cancelled``
 ===============  ====  ===================================================
 
-The callback works from the supervisor's own trio run, or from another thread or event
-loop (``ScriptedTool.execute_sync``, asyncio): it then reaches the supervisor through its
-trio token, and a cancellation of the script becomes a cooperative cancel of the call.
+The callback works from the supervisor's own event loop, or from another thread or event
+loop (``ScriptedTool.execute_sync``, a trio run beside an asyncio one): it then reaches
+the supervisor through its loop's token, and a cancellation of the script becomes a
+cooperative cancel of the call.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import trio
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from supervisor.outcome import Outcome
 from supervisor.tools.context import current_call
@@ -131,7 +134,7 @@ def make_callback(
     policy = supervisor.tools.get(tool)
     if policy is None:
         raise ValueError(f"the supervisor has no tool {tool!r}")
-    token = supervisor.trio_token
+    token = supervisor.loop_token
 
     async def invoke(tool: str, value: Any, deadline: float | None) -> Outcome:
         if _in_run(token):
@@ -151,35 +154,33 @@ def _command_name(tool: str) -> str:
         return tool
 
 
-def _in_run(token: trio.lowlevel.TrioToken) -> bool:
+def _in_run(token: anyio.lowlevel.EventLoopToken) -> bool:
     try:
-        return trio.lowlevel.current_trio_token() is token
-    except RuntimeError:
+        return anyio.lowlevel.current_token() == token
+    except Exception:  # no event loop in this thread, or one anyio does not know
         return False
 
 
 async def _invoke_from_elsewhere(
     supervisor: Supervisor,
-    token: trio.lowlevel.TrioToken,
+    token: anyio.lowlevel.EventLoopToken,
     tool: str,
     value: Any,
     deadline: float | None,
 ) -> Outcome:
     """From another thread or event loop: start in the supervisor's run, wait in a thread;
     if the waiting caller is cancelled, cancel the call and let it finish there."""
-    import anyio
-
     handle = await anyio.to_thread.run_sync(
-        lambda: trio.from_thread.run(
-            lambda: supervisor.start(tool, value, deadline=deadline), trio_token=token
+        lambda: anyio.from_thread.run(
+            lambda: supervisor.start(tool, value, deadline=deadline), token=token
         )
     )
     try:
         return await anyio.to_thread.run_sync(
-            lambda: trio.from_thread.run(handle.outcome, trio_token=token),
+            lambda: anyio.from_thread.run(handle.outcome, token=token),
             abandon_on_cancel=True,
         )
     except BaseException:
         if not handle.done:
-            trio.from_thread.run_sync(handle._scope.cancel, trio_token=token)
+            anyio.from_thread.run_sync(handle._scope.cancel, token=token)
         raise

@@ -13,9 +13,10 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+import anyio
 import msgspec
-import trio
 
+from supervisor._pipes import PipeStream
 from supervisor.launch import Launcher, start_worker
 from supervisor.ledger import StreamPolicy, ToolPolicy
 from supervisor.session import Capture
@@ -137,13 +138,13 @@ async def describe(launcher: Launcher, timeout: float) -> list[ToolInfo]:
     """Run the describe command through ``launcher`` and parse what it writes to fd 4."""
     spawned, (to_worker, *host_ends) = await start_worker(launcher)
     os.close(to_worker)  # the describer reads nothing: EOF on its fd 3
-    reader, stdout, stderr = (trio.lowlevel.FdStream(fd) for fd in host_ends)
+    reader, stdout, stderr = (PipeStream(fd) for fd in host_ends)
     data = bytearray()
     diagnostics = Capture(4096)
     code: int | None = None
     try:
-        with trio.move_on_after(timeout) as scope:
-            async with trio.open_nursery() as nursery:
+        with anyio.move_on_after(timeout) as scope:
+            async with anyio.create_task_group() as nursery:
                 nursery.start_soon(_keep, stdout, Capture(0))
                 nursery.start_soon(_keep, stderr, diagnostics)
                 while chunk := await reader.receive_some(65536):
@@ -161,10 +162,10 @@ async def describe(launcher: Launcher, timeout: float) -> list[ToolInfo]:
             )
         return parse_description(bytes(data))
     finally:
-        with trio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
             spawned.kill("describe_done")
             if code is None:
-                with trio.move_on_after(5):
+                with anyio.move_on_after(5):
                     await spawned.wait()
             for stream in (reader, stdout, stderr):
                 with contextlib.suppress(Exception):
@@ -172,8 +173,8 @@ async def describe(launcher: Launcher, timeout: float) -> list[ToolInfo]:
             await spawned.cleanup()
 
 
-async def _keep(stream: trio.abc.ReceiveStream, capture: Capture) -> None:
-    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+async def _keep(stream: PipeStream, capture: Capture) -> None:
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         while data := await stream.receive_some(65536):
             capture.feed(data)
 

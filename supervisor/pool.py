@@ -15,8 +15,10 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-import trio
+import anyio
+import anyio.abc
 
+from supervisor._loop import Signal, current_loop
 from supervisor.session import Session, SessionStartError
 
 log = logging.getLogger(__name__)
@@ -35,8 +37,8 @@ class WorkerUnavailable(Exception):
 class _Waiter:
     __slots__ = ("error", "event", "session")
 
-    def __init__(self) -> None:
-        self.event = trio.Event()
+    def __init__(self, event: Signal) -> None:
+        self.event = event
         self.session: Session | None = None
         self.error: str | None = None
 
@@ -62,7 +64,7 @@ class Pool:
         self.max_in_flight = max_in_flight
         self.max_calls = max_calls
         self.retire_margin = retire_margin
-        self._nursery: trio.Nursery | None = None
+        self._nursery: anyio.abc.TaskGroup | None = None
         self._sessions: set[Session] = set()  # starting or alive, not retiring
         self._starting = 0
         self._retiring: set[Session] = set()
@@ -77,31 +79,35 @@ class Pool:
         self.replaced_sessions = 0
         #: The last sessions that ended (reaped), newest last: why they ended, how.
         self.history: deque[Session] = deque(maxlen=HISTORY)
-        self._now = trio.current_time  # trio's clock itself once running (fewer calls)
+        self._now: Callable[[], float] = anyio.current_time  # the loop's own, once running
+        self._event: Callable[[], Signal] = anyio.Event
 
     # -- life -----------------------------------------------------------------------------
 
-    async def run(self, *, task_status: trio.TaskStatus[Pool] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[Pool] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """Pre-warm ``min_size`` sessions (at least one must start), then keep the pool
         until cancelled. Raises `SessionStartError` if the first sessions cannot start."""
-        self._now = trio.lowlevel.current_clock().current_time
-        async with trio.open_nursery() as nursery:
+        loop = current_loop()
+        self._now, self._event = loop.now, loop.event
+        async with anyio.create_task_group() as nursery:
             self._nursery = nursery
             if self.min_size:
-                async with trio.open_nursery() as warm:
+                async with anyio.create_task_group() as warm:
                     for _ in range(self.min_size):
                         warm.start_soon(self._start_one, True)
                 if not self.alive:
                     raise SessionStartError(self._last_error or "no session started")
             task_status.started(self)
-            await trio.sleep_forever()
+            await anyio.sleep_forever()
 
     async def aclose(self) -> None:
         """Refuse new calls, then close every session (gracefully where idle)."""
         self._closing = True
         self._fail_waiters("the supervisor is shutting down")
         sessions = list(self._sessions | self._retiring)
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             for session in sessions:
                 nursery.start_soon(session.close)
 
@@ -121,7 +127,7 @@ class Pool:
 
     def take(self, now: float) -> Session | None:
         """A free slot at once, if nobody waits for one (FIFO), else None: then wait in
-        line with `acquire`. ``now`` is trio's clock."""
+        line with `acquire`. ``now`` is the loop's clock."""
         if self._closing or self._waiters or not self._free:
             return None
         return self._take_free(now)
@@ -134,11 +140,11 @@ class Pool:
             session = self._take_free(self._now())
             if session is not None:
                 return session
-        waiter = _Waiter()
+        waiter = _Waiter(self._event())
         self._waiters.append(waiter)
         self._grow()
         try:
-            with trio.move_on_at(deadline):
+            with anyio.CancelScope(deadline=deadline):
                 await waiter.event.wait()
         except BaseException:
             if waiter.session is not None:
@@ -275,7 +281,7 @@ class Pool:
             if not self.alive:
                 self._fail_waiters(f"workers fail to start: {exc}")
             if not warming:
-                await trio.sleep(min(START_BACKOFF * 2 ** (self._failures - 1), START_BACKOFF_MAX))
+                await anyio.sleep(min(START_BACKOFF * 2 ** (self._failures - 1), START_BACKOFF_MAX))
                 self._grow()
             return
         finally:
@@ -292,7 +298,10 @@ class Pool:
             self._offer(session)
 
     async def _serve(
-        self, session: Session, *, task_status: trio.TaskStatus[Session] = trio.TASK_STATUS_IGNORED
+        self,
+        session: Session,
+        *,
+        task_status: anyio.abc.TaskStatus[Session] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         try:
             await session.run(task_status=task_status)

@@ -3,8 +3,8 @@
 Each spawn prepares a fresh `sandbox.LaunchPlan` (its own cgroup, uid, seccomp filter,
 pinned binds) with the protocol pipes mapped to fds 3 and 4, and forks it from the
 supervisor's `sandbox.Spawner` thread, which lives as long as the supervisor
-(``PR_SET_PDEATHSIG`` follows the parent *thread*: trio's own thread cache would let
-sandboxes die after ten idle seconds).
+(``PR_SET_PDEATHSIG`` follows the parent *thread*: an event loop's worker threads would
+let sandboxes die once they idle out).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
+import anyio
 import psutil
-import trio
 
 from sandbox import (
     Command,
@@ -67,7 +67,7 @@ class SandboxedWorker:
         return [p.pid for p in sandbox.survivors(thorough=scan) if not _zombie(p)]
 
     async def cleanup(self) -> None:
-        await trio.to_thread.run_sync(self._sandbox.cleanup)
+        await anyio.to_thread.run_sync(self._sandbox.cleanup)
 
 
 class SandboxLauncher:

@@ -26,9 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-import trio
+import anyio
+import anyio.abc
 
 from supervisor._fdwrite import write_now
+from supervisor._loop import Signal, current_loop
+from supervisor._pipes import PipeStream
 from supervisor.keys import derive_keys, new_session_id, new_session_key
 from supervisor.launch import Launcher, LaunchError, SpawnedWorker, start_worker
 from supervisor.watchdog import DEFAULT_CANCEL_GRACE, CallEnd, CallWatch, CancelReason
@@ -109,7 +112,7 @@ class Capture:
         self.limit = limit
         self.kept = bytearray()
         self.total = 0
-        self.done = trio.Event()
+        self.done = anyio.Event()
 
     def feed(self, data: bytes | bytearray) -> None:
         self.total += len(data)
@@ -141,7 +144,13 @@ class SessionCall:
     )
 
     def __init__(
-        self, rid: str, tool: str, watch: CallWatch, listener: CallListener, input_bytes: int
+        self,
+        rid: str,
+        tool: str,
+        watch: CallWatch,
+        listener: CallListener,
+        input_bytes: int,
+        ended: Signal,
     ) -> None:
         self.rid = rid
         self.tool = tool
@@ -151,7 +160,7 @@ class SessionCall:
         self.chunks = 0
         self.cancel_sent = False
         self.end: CallEnd | None = None
-        self.ended = trio.Event()
+        self.ended = ended
 
 
 State = Literal["new", "ready", "closing", "failing", "closed", "dead"]
@@ -190,18 +199,18 @@ class Session:
         self.stdout = Capture(config.keep_diagnostics)
         self.stderr = Capture(config.keep_diagnostics)
         self._calls: dict[str, SessionCall] = {}
-        self._pings: dict[str, trio.Event] = {}
-        self._reconciles: dict[str, tuple[trio.Event, list[Status]]] = {}
-        self._outbox, self._outbox_recv = trio.open_memory_channel[bytes](math.inf)
+        self._pings: dict[str, anyio.Event] = {}
+        self._reconciles: dict[str, tuple[anyio.Event, list[Status]]] = {}
+        self._outbox, self._outbox_recv = anyio.create_memory_object_stream[bytes](math.inf)
         self._unsent = 0  # chunks queued for the writer task, not yet written
         self._write_fd = -1  # fd 3's host end, for direct writes while nothing is queued
-        self._settled = trio.Event()  # ready, or dead before ready
-        self._exited = trio.Event()
-        self._reaped = trio.Event()
+        self._settled = anyio.Event()  # ready, or dead before ready
+        self._exited = anyio.Event()
+        self._reaped = anyio.Event()
         self._spawned: SpawnedWorker | None = None
-        self._scope: trio.CancelScope | None = None
-        #: trio's clock, read directly (`trio.current_time` is three calls deep)
-        self._now = trio.lowlevel.current_clock().current_time
+        self._scope: anyio.CancelScope | None = None
+        self._loop = loop = current_loop()
+        self._now = loop.now
 
     # -- what the pool and the supervisor read ------------------------------------------
 
@@ -227,7 +236,7 @@ class Session:
 
     def peak_memory_now(self, now: float | None = None) -> int | None:
         """Peak memory of the worker so far (read at most once a second while it runs);
-        ``now`` is trio's clock if the caller has read it already."""
+        ``now`` is the loop's clock if the caller has read it already."""
         if self.returncode is not None or self._spawned is None:
             return self.peak_memory
         if now is None:
@@ -243,7 +252,7 @@ class Session:
     # -- the session's life --------------------------------------------------------------
 
     async def run(
-        self, *, task_status: trio.TaskStatus[Session] = trio.TASK_STATUS_IGNORED
+        self, *, task_status: anyio.abc.TaskStatus[Session] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Spawn and handshake (``task_status.started`` once ready), then serve to the end.
 
@@ -260,15 +269,15 @@ class Session:
         self._spawned = spawned
         if self.state == "dead":  # killed (e.g. the pool shut down) while it was starting
             spawned.kill(self.end_reason or "host_shutdown")
-        self.spawned_at = trio.current_time()
+        self.spawned_at = self._now()
         if self.config.lifetime is not None:
             self.expires_at = self.spawned_at + self.config.lifetime
-        streams = tuple(trio.lowlevel.FdStream(fd) for fd in host_ends)
+        streams = tuple(PipeStream(fd) for fd in host_ends)
         to_worker, from_worker, stdout, stderr = streams
         self._write_fd = to_worker.fileno()
         started = False
         try:
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as nursery:
                 self._scope = nursery.cancel_scope
                 nursery.start_soon(self._reader, from_worker)
                 nursery.start_soon(self._writer, to_worker)
@@ -280,7 +289,7 @@ class Session:
                 assert bootstrap is not None
                 if self.state == "new":
                     self._send(bootstrap + self.conn.open())
-                    with trio.move_on_after(self.config.start_timeout):
+                    with anyio.move_on_after(self.config.start_timeout):
                         await self._settled.wait()
                 if self.state == "ready":
                     started = True
@@ -288,7 +297,7 @@ class Session:
                 else:  # the process waiter ends the nursery once the worker is reaped
                     self.kill("start_timeout" if not self._settled.is_set() else "start_failed")
         finally:
-            with trio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
                 await self._teardown(spawned, streams)
         if not started:
             raise SessionStartError(self._start_failure())
@@ -299,15 +308,13 @@ class Session:
         tail = f"; worker stderr: {' | '.join(detail)}" if detail else ""
         return f"the worker did not become ready ({why}, exit status {self.returncode}){tail}"
 
-    async def _teardown(
-        self, spawned: SpawnedWorker, streams: tuple[trio.lowlevel.FdStream, ...]
-    ) -> None:
+    async def _teardown(self, spawned: SpawnedWorker, streams: tuple[PipeStream, ...]) -> None:
         """Whatever happened: kill if alive, reap, close every fd, release the container."""
         if self.state != "closed":
             self.kill(self.end_reason or "host_shutdown")
             spawned.kill(self.end_reason or "host_shutdown")
         if self.returncode is None:
-            with trio.move_on_after(self.config.reap_timeout):
+            with anyio.move_on_after(self.config.reap_timeout):
                 self.returncode = await spawned.wait()
         self._write_fd = -1
         for stream in streams:
@@ -335,7 +342,7 @@ class Session:
                 self._spawned.kill(reason)
             except Exception:
                 log.exception("session %s: kill failed", self.id)
-        now = trio.current_time()
+        now = self._now()
         calls = list(self._calls.values())
         self._calls.clear()
         for call in calls:
@@ -351,7 +358,7 @@ class Session:
 
     async def wait_reaped(self, timeout: float | None = None) -> bool:
         """Wait until nothing of the worker's sandbox is alive; False on timeout."""
-        with trio.move_on_after(self.config.reap_timeout if timeout is None else timeout):
+        with anyio.move_on_after(self.config.reap_timeout if timeout is None else timeout):
             await self._reaped.wait()
         return self._reaped.is_set()
 
@@ -375,7 +382,7 @@ class Session:
         self._send(line)
         if self._on_dead is not None:
             self._on_dead(self)
-        with trio.move_on_after(self.config.close_timeout):
+        with anyio.move_on_after(self.config.close_timeout):
             await self._exited.wait()
         if not self._exited.is_set():
             self.kill("close_timeout")
@@ -412,14 +419,14 @@ class Session:
             raise SessionUnusable(f"session {self.id}: {exc}") from exc
         sent = self.conn.call(rid)
         assert sent is not None
-        call = SessionCall(rid, tool, watch, listener, sent.input_bytes)
+        call = SessionCall(rid, tool, watch, listener, sent.input_bytes, self._loop.event())
         self._calls[rid] = call
         self.calls_started += 1
         self._send(line)
         return call
 
     async def supervise(self, call: SessionCall) -> CallEnd:
-        """Wait for the call's end, enforcing its deadline. A trio cancellation of the
+        """Wait for the call's end, enforcing its deadline. A cancellation of the
         caller becomes a cooperative ``cancel`` (shielded, with the grace), then
         propagates. An end that killed the session returns only once it was reaped."""
         try:
@@ -428,12 +435,12 @@ class Session:
                 if wake == math.inf:
                     await call.ended.wait()
                 else:
-                    with trio.move_on_at(wake):
+                    with anyio.CancelScope(deadline=wake):
                         await call.ended.wait()
                     if not call.ended.is_set():
                         await self._stop(call, "deadline")
-        except trio.Cancelled:
-            with trio.CancelScope(shield=True):
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
                 await self._stop(call, "host_cancel")
                 await self._reaped_if_killed(call)
             raise
@@ -449,7 +456,7 @@ class Session:
         """Send ``cancel``, give it the grace to be acknowledged, else kill the sandbox."""
         if call.ended.is_set():
             return
-        grace_until = call.watch.begin_cancel(reason, trio.current_time(), self.config.cancel_grace)
+        grace_until = call.watch.begin_cancel(reason, self._now(), self.config.cancel_grace)
         if not call.cancel_sent and self.state in ("ready", "closing"):
             call.cancel_sent = True
             try:
@@ -462,7 +469,7 @@ class Session:
                 log.debug("session %s: cancel of %s refused: %s", self.id, call.rid, exc)
             else:
                 self._send(line)
-        with trio.move_on_at(grace_until):
+        with anyio.CancelScope(deadline=grace_until):
             await call.ended.wait()
         if not call.ended.is_set():
             self.kill(reason)
@@ -485,21 +492,21 @@ class Session:
         """Round-trip seconds of a ``ping``; kills the session if no ``pong`` in time."""
         if self.state != "ready":
             raise SessionUnusable(f"session {self.id} is {self.state}")
-        started = trio.current_time()
+        started = self._now()
         try:
             nonce, line = self.conn.ping()
         except ProtocolError as exc:
             raise SessionUnusable(f"session {self.id}: {exc}") from exc
-        event = self._pings[nonce] = trio.Event()
+        event = self._pings[nonce] = anyio.Event()
         self._send(line)
-        with trio.move_on_after(self.config.ping_timeout if timeout is None else timeout):
+        with anyio.move_on_after(self.config.ping_timeout if timeout is None else timeout):
             await event.wait()
         self._pings.pop(nonce, None)
         if not event.is_set():
             self.kill("ping_timeout")
         if self.dead:
             raise SessionUnusable(f"session {self.id} died: {self.end_reason}")
-        return trio.current_time() - started
+        return self._now() - started
 
     async def reconcile(self, tool: str, operation_key: str, timeout: float) -> Status:
         """What this worker knows of an operation key (a ``reconcile`` frame)."""
@@ -509,9 +516,9 @@ class Session:
             rid, line = self.conn.reconcile(tool, operation_key)
         except ProtocolError as exc:
             raise SessionUnusable(f"session {self.id}: {exc}") from exc
-        event, answer = self._reconciles[rid] = (trio.Event(), [])
+        event, answer = self._reconciles[rid] = (anyio.Event(), [])
         self._send(line)
-        with trio.move_on_after(timeout):
+        with anyio.move_on_after(timeout):
             await event.wait()
         self._reconciles.pop(rid, None)
         if not answer:
@@ -532,10 +539,10 @@ class Session:
             if not data:
                 return
         self._unsent += 1
-        with contextlib.suppress(trio.ClosedResourceError):
+        with contextlib.suppress(anyio.ClosedResourceError):
             self._outbox.send_nowait(data)
 
-    async def _writer(self, stream: trio.lowlevel.FdStream) -> None:
+    async def _writer(self, stream: PipeStream) -> None:
         """Owns fd 3: writes what `_send` queued, coalescing what is queued together."""
         recv = self._outbox_recv
         try:
@@ -544,28 +551,28 @@ class Session:
                 while True:
                     try:
                         batch.append(recv.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
+                    except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 await stream.send_all(batch[0] if len(batch) == 1 else b"".join(batch))
                 self._unsent -= len(batch)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             self._write_fd = -1
             if self.state != "dead":
                 await self._exit_reason_or("write_failed")
 
-    async def _reader(self, stream: trio.lowlevel.FdStream) -> None:
+    async def _reader(self, stream: PipeStream) -> None:
         """Owns fd 4. It waits for readability before it reads (`FdStream.receive_some`
         would first yield, then try a read that fails with EAGAIN: a scheduling pass and a
         syscall per wake-up). Closing the stream (teardown) ends the wait."""
         reader = LineReader()
         frame_timeout = self.config.frame_timeout
         fd = stream.fileno()
-        wait_readable = trio.lowlevel.wait_readable
+        wait_readable = self._loop.wait_readable
         read = os.read
         try:
             while True:
                 if reader.buffered and frame_timeout is not None:
-                    with trio.move_on_after(frame_timeout) as scope:
+                    with anyio.move_on_after(frame_timeout) as scope:
                         await wait_readable(fd)
                     if scope.cancelled_caught:
                         self.kill("protocol:frame_timeout")
@@ -587,7 +594,7 @@ class Session:
                     return
         except ProtocolError as exc:
             self.kill(f"protocol:{exc.code}")
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             if self.state != "dead":
                 await self._exit_reason_or("eof")
 
@@ -613,7 +620,7 @@ class Session:
         whose cause is the better reason, then kill."""
         if self.state in ("new", "ready", "closing"):
             self.state = "failing"
-        with trio.move_on_after(0.5):
+        with anyio.move_on_after(0.5):
             await self._exited.wait()
         self.kill(reason)
 
@@ -681,11 +688,11 @@ class Session:
             )
         self._end(call, end)
 
-    async def _drain(self, stream: trio.abc.ReceiveStream, capture: Capture) -> None:
+    async def _drain(self, stream: PipeStream, capture: Capture) -> None:
         try:
             while data := await stream.receive_some(READ_BYTES):
                 capture.feed(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         finally:
             capture.done.set()
@@ -707,7 +714,7 @@ class Session:
         else:
             self.kill(self._crash_reason(code))
         await self._confirm_gone(spawned)
-        with trio.move_on_after(DRAIN_AFTER_EXIT):
+        with anyio.move_on_after(DRAIN_AFTER_EXIT):
             await self.stdout.done.wait()
             await self.stderr.done.wait()
         if self._scope is not None:
@@ -716,10 +723,10 @@ class Session:
     async def _confirm_gone(self, spawned: SpawnedWorker) -> None:
         """Once nothing of the sandbox is alive, let the calls that wait for the reap go
         (the container's own cleanup comes after, in the teardown)."""
-        with trio.move_on_after(self.config.reap_timeout):
+        with anyio.move_on_after(self.config.reap_timeout):
             while spawned.survivors(thorough=False):
                 spawned.kill(self.end_reason or "reap")
-                await trio.sleep(0.001)
+                await anyio.sleep(0.001)
             self._reaped.set()
 
     def _crash_reason(self, code: int) -> str:
@@ -737,9 +744,9 @@ class Session:
         while True:
             wake = self.expires_at
             if interval is not None:
-                wake = min(wake, trio.current_time() + interval)
-            await trio.sleep_until(wake)
-            if trio.current_time() >= self.expires_at:
+                wake = min(wake, self._now() + interval)
+            await anyio.sleep_until(wake)
+            if self._now() >= self.expires_at:
                 if self.state == "ready" and not self._calls:
                     await self._close_and_wait()  # idle: no call is hurt by a clean end
                 else:

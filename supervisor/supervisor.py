@@ -22,9 +22,12 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
-import trio
+import anyio
+import anyio.abc
+import anyio.lowlevel
 
 from sandbox import SandboxPolicy, Spawner
+from supervisor._loop import current_loop
 from supervisor.audit import AuditHub, AuditStream, CallEvent
 from supervisor.calls import CallHandle, ChunkCallback, SupervisedCall
 from supervisor.external import Decoder, Encoder, ExternalCallback, make_callback
@@ -166,17 +169,18 @@ class Supervisor:
         self._ledger: Ledger | None = None
         self._pool: Pool | None = None
         self._spawner: Spawner | None = None
-        self._nursery: trio.Nursery | None = None
+        self._nursery: anyio.abc.TaskGroup | None = None
         self._nursery_cm: Any = None
-        self._token: trio.lowlevel.TrioToken | None = None
+        self._token: anyio.lowlevel.EventLoopToken | None = None
         self._state = "new"
         self._handles: set[CallHandle] = set()
         self._indeterminate: dict[int, float | None] = {}
-        self._expiry_kick = trio.Event()
+        #: made in the loop that runs the supervisor (an event belongs to one loop)
+        self._expiry_kick: anyio.Event | None = None
         self._live_keys: dict[tuple[str, str], int] = {}
         self._key_of: dict[int, tuple[str, str]] = {}
         self._unsubscribe_keys: Callable[[], None] | None = None
-        self._now: Callable[[], float] = trio.current_time  # trio's clock, once entered
+        self._now: Callable[[], float] = anyio.current_time  # the loop's own, once entered
 
     # -- life -------------------------------------------------------------------------------
 
@@ -184,8 +188,9 @@ class Supervisor:
         if self._state != "new":
             raise SupervisorError("a Supervisor is entered once")
         self._state = "starting"
-        self._token = trio.lowlevel.current_trio_token()
-        self._now = now = trio.lowlevel.current_clock().current_time
+        self._token = anyio.lowlevel.current_token()
+        self._now = now = current_loop().now
+        self._expiry_kick = anyio.Event()
         spawner = self._spawner = Spawner("sandvisor-supervisor").start()
         try:
             command = (
@@ -225,7 +230,7 @@ class Supervisor:
                 max_calls=self.max_calls_per_worker,
                 retire_margin=margin,
             )
-            self._nursery_cm = trio.open_nursery()
+            self._nursery_cm = anyio.create_task_group()
             nursery = self._nursery = await self._nursery_cm.__aenter__()
         except BaseException:
             self._close_resources()
@@ -255,7 +260,7 @@ class Supervisor:
             return
         self._state = "closing"
         assert self._nursery is not None and self._pool is not None
-        with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_TIMEOUT):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_TIMEOUT):
             for handle in list(self._handles):
                 handle._scope.cancel()
             await self._pool.aclose()
@@ -293,8 +298,8 @@ class Supervisor:
         return self._pool
 
     @property
-    def trio_token(self) -> trio.lowlevel.TrioToken:
-        """The token of the trio run the supervisor lives in (for other threads)."""
+    def loop_token(self) -> anyio.lowlevel.EventLoopToken:
+        """The token of the event loop the supervisor lives in (for other threads)."""
         if self._token is None:
             raise SupervisorError("the supervisor is not started")
         return self._token
@@ -333,7 +338,7 @@ class Supervisor:
         idempotency_key: str | None = None,
     ) -> Outcome:
         """Run one call to its `Outcome`. ``deadline``: seconds from now. ``on_chunk``:
-        a quick function called with each (redacted) chunk in order. A trio cancellation
+        a quick function called with each (redacted) chunk in order. A cancellation
         of the caller becomes a cooperative ``cancel`` (recorded), then propagates."""
         call = self._open(tool, value, deadline, on_chunk, idempotency_key)
         return await self._drive(call)
@@ -353,7 +358,7 @@ class Supervisor:
         self._handles.add(handle)
         assert self._nursery is not None
         self._nursery.start_soon(self._run_handle, handle)
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         return handle
 
     async def _run_handle(self, handle: CallHandle) -> None:
@@ -452,7 +457,7 @@ class Supervisor:
         try:
             return await self.pool.acquire(limit)
         except WorkerUnavailable as exc:
-            if call.deadline is not None and trio.current_time() >= call.deadline:
+            if call.deadline is not None and self._now() >= call.deadline:
                 self._resolve_undispatched(call, "deadline")
             else:
                 self._resolve_undispatched(call, "no_worker", str(exc))
@@ -509,8 +514,8 @@ class Supervisor:
         wait = self.retry_backoff * 2 ** max(0, call.attempt - 1)
         try:
             if call.deadline is not None:
-                wait = min(wait, max(0.0, call.deadline - trio.current_time()))
-            await trio.sleep(wait)
+                wait = min(wait, max(0.0, call.deadline - self._now()))
+            await anyio.sleep(wait)
         except BaseException:
             self._resolve_undispatched(call, "cancelled")
             raise
@@ -551,17 +556,19 @@ class Supervisor:
 
     def _note_indeterminate(self, call: SupervisedCall) -> None:
         self._indeterminate[call.op_id] = call.deadline
-        self._expiry_kick.set()
+        if self._expiry_kick is not None:
+            self._expiry_kick.set()
 
     async def _expire_indeterminate(self) -> None:
         """Expire indeterminate operations once their deadline (plus slack) has passed."""
         while True:
             deadlines = [d for d in self._indeterminate.values() if d is not None]
             wake = min(deadlines) + EXPIRY_SLACK if deadlines else math.inf
-            with trio.move_on_at(wake):
+            assert self._expiry_kick is not None
+            with anyio.CancelScope(deadline=wake):
                 await self._expiry_kick.wait()
-            self._expiry_kick = trio.Event()
-            now = trio.current_time()
+            self._expiry_kick = anyio.Event()
+            now = self._now()
             if now >= wake:
                 self.ledger.expire_timed_out(before=now - EXPIRY_SLACK)
             for op_id in list(self._indeterminate):
@@ -581,7 +588,7 @@ class Supervisor:
         if done is not None:
             return done
         info = ledger.status(op_id)
-        session = await self.pool.acquire(trio.current_time() + self.acquire_timeout)
+        session = await self.pool.acquire(self._now() + self.acquire_timeout)
         try:
             status = await session.reconcile(
                 info.tool, info.idempotency_key, self.reconcile_timeout

@@ -1,7 +1,8 @@
 """sandvisor under somebody else's host: asyncio code, synchronous code and thread pools.
 
-`AsyncioSupervisor` and `SyncSupervisor` take the `Supervisor`'s arguments and run it in a
-dedicated trio thread (`host_thread`); see docs/hosting.md. The command-line hosts
+`AsyncioSupervisor` and `SyncSupervisor` take the `Supervisor`'s arguments: the first runs
+it on the caller's asyncio loop, the second in a dedicated trio thread (`host_thread`); see
+docs/hosting.md. The command-line hosts
 (`sandvisor serve`, `sandvisor mcp`) live in `supervisor.serve` and `supervisor.mcp_server`.
 """
 

@@ -1,6 +1,7 @@
-"""What the asyncio and the synchronous supervisors share: a `Supervisor` built in the
-caller's thread (so bad arguments fail at once), the `HostThread` that runs it, and the
-external-tool callbacks for a `ScriptedTool`, which work from any event loop.
+"""`HostedSupervisor`, the base of `SyncSupervisor`: a `Supervisor` built in the caller's
+thread (so bad arguments fail at once), the `HostThread` that runs it in a trio run of its
+own, and the external-tool callbacks for a `ScriptedTool`, which work from any event loop.
+(`AsyncioSupervisor` needs no thread: it runs the supervisor on the caller's loop.)
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Result:
 
 
 class HostedSupervisor:
-    """Base of `AsyncioSupervisor` and `SyncSupervisor` (same arguments as `Supervisor`)."""
+    """Base of `SyncSupervisor` (same arguments as `Supervisor`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._supervisor = Supervisor(*args, **kwargs)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import queue
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import trio
@@ -43,21 +42,13 @@ class BlockingMailbox:
 
 
 class AsyncioMailbox:
-    """For asyncio callers: ``await get()`` in the loop the mailbox was made in.
+    """For asyncio callers (a script on an asyncio loop calling a `SyncSupervisor` tool):
+    ``await get()`` in the loop the mailbox was made in."""
 
-    ``intercept(item)``, if given, sees each item first in the loop's thread; an item
-    it returns True for is consumed (a handle dispatches chunks as they arrive).
-    """
+    __slots__ = ("_items", "_loop", "_waiter")
 
-    __slots__ = ("_intercept", "_items", "_loop", "_waiter")
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop | None = None,
-        intercept: Callable[[Any], bool] | None = None,
-    ) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop if loop is not None else asyncio.get_running_loop()
-        self._intercept = intercept
         self._items: collections.deque[Any] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
 
@@ -68,8 +59,6 @@ class AsyncioMailbox:
             pass
 
     def _put(self, item: Any) -> None:
-        if self._intercept is not None and self._intercept(item):
-            return
         self._items.append(item)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -82,10 +71,6 @@ class AsyncioMailbox:
                 await self._waiter
             finally:
                 self._waiter = None
-        return self._items.popleft()
-
-    def get_nowait(self) -> Any:
-        """The next item already delivered; `IndexError` if none."""
         return self._items.popleft()
 
 

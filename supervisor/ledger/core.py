@@ -77,7 +77,7 @@ class Ledger(LedgerEngine):
     """Operations of external tools: claim, retry, stream, cancel, expire, reconcile, audit.
 
     ``path``: a SQLite journal to make the ledger durable (recovered on open).
-    ``clock``: the monotonic clock deadlines use (in a trio host, ``trio.current_time``);
+    ``clock``: the monotonic clock deadlines use (in a supervisor, its event loop's clock);
     ``wall_clock``: audit times and journaled deadline instants.
     ``session_nonce``: 16..64 unique bytes, for hosts without OS entropy.
     """
@@ -508,9 +508,9 @@ class Ledger(LedgerEngine):
             return outcome
         waiter = self._waiters.get(op_id)
         if waiter is None:
-            import trio
+            import anyio
 
-            waiter = self._waiters[op_id] = _Waiter(trio.Event())
+            waiter = self._waiters[op_id] = _Waiter(anyio.Event())
         await waiter.event.wait()
         if waiter.outcome is None:
             raise JournalFailed(f"operation {op_id}: {waiter.failure}", op_id=op_id)

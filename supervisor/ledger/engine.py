@@ -51,7 +51,7 @@ from supervisor.ledger.types import (
 )
 
 if TYPE_CHECKING:
-    import trio
+    import anyio
 
     from supervisor.ledger.journal import SqliteJournal
 
@@ -78,7 +78,7 @@ class _Tool:
 class _Waiter:
     __slots__ = ("event", "failure", "outcome")
 
-    def __init__(self, event: trio.Event) -> None:
+    def __init__(self, event: anyio.Event) -> None:
         self.event = event
         self.outcome: Outcome | None = None
         self.failure: str | None = None

@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio.lowlevel
 import pytest
 import trio
 from hosting_helpers import EXAMPLES, fd_count, host_threads, survivors
@@ -264,6 +265,55 @@ def test_closing_cancels_running_calls_and_refuses_new_ones() -> None:
 
     asyncio.run(main())
     assert not host_threads()
+
+
+def test_the_supervisor_runs_on_the_callers_loop_with_no_thread_between() -> None:
+    async def main(sup: AsyncioSupervisor) -> None:
+        assert sup.supervisor.loop_token == anyio.lowlevel.current_token()
+        threads = {t.name for t in threading.enumerate()}
+        assert not any(name.startswith("sandvisor-host") for name in threads)
+        # the ledger is this loop's: read it directly, no hop
+        out = await sup.invoke("text.upper", "x")
+        assert sup.supervisor.ledger.outcome(out.op_id) is not None
+        assert await sup.call_in_host(_indeterminate_ids) == []
+
+    run(main)
+
+
+def test_aclose_from_another_task_and_a_task_group_failure_cancel_cooperatively() -> None:
+    async def main() -> None:
+        sup = AsyncioSupervisor(adapters=[EXAMPLES], ping_interval=None)
+        await sup.__aenter__()
+        events = sup.audit_events()
+        # a sibling's failure cancels the invoke: a cooperative cancel, then the error
+        with pytest.raises(ExceptionGroup) as raised:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(sup.invoke("sleep", "30"))
+                await asyncio.sleep(0.3)
+                raise LookupError("a sibling failed")
+        assert raised.group_contains(LookupError)
+        event = await next_event(events)
+        assert (event.tool, event.status) == ("sleep", "cancelled")
+        # closing from a task that did not enter it
+        task, _ = await first_chunk(sup, "progress.count", "1000/0.02")
+        await asyncio.create_task(sup.aclose())
+        with pytest.raises(SupervisorError, match="stopped while the call ran"):
+            await task
+        assert [e.status async for e in events] == ["cancelled"]
+        assert not sup.running and not survivors(sup.supervisor)
+
+    asyncio.run(main())
+
+
+def test_a_script_in_another_thread_reaches_the_loop_through_its_token() -> None:
+    async def main(sup: AsyncioSupervisor) -> None:
+        shop = ScriptedTool("shop", timeout_seconds=60.0)
+        shop.add_tool("upper", "upper-case stdin", sup.tool_callback("text.upper"))
+        # execute_sync runs the script on a private loop in a worker thread
+        result = await asyncio.to_thread(shop.execute_sync, "echo hi | upper")
+        assert (result.stdout, result.exit_code) == ("HI\n", 0)
+
+    run(main)
 
 
 # -- scripts -----------------------------------------------------------------------------------

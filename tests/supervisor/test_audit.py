@@ -8,6 +8,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import anyio
 import trio
 from sv_support import supervisor
 
@@ -33,7 +34,7 @@ async def test_one_event_per_call_in_every_sink(tmp_path: Path) -> None:
             await sup.invoke("hang", "", deadline=0.2),
         ]
         streamed = [stream.receive_nowait() for _ in outs]
-        with pytest.raises(trio.WouldBlock):
+        with pytest.raises(anyio.WouldBlock):
             stream.receive_nowait()
         stream.close()
     lines = [json.loads(line) for line in log.read_text().splitlines()]
