@@ -29,15 +29,15 @@ class PipeStream:
         return self._fd
 
     async def receive_some(self, max_bytes: int) -> bytes:
-        """Up to ``max_bytes``; ``b""`` at end of file. A checkpoint first (as trio's
-        streams), then whatever is there is returned as soon as it is read."""
-        await anyio.lowlevel.checkpoint()
+        """Up to ``max_bytes``; ``b""`` at end of file. It waits for readability, then
+        reads (a wait is a checkpoint): what arrives is returned as soon as it is read."""
         while True:
             fd = self._checked()
+            await anyio.wait_readable(fd)
             try:
-                return os.read(fd, max_bytes)
+                return os.read(self._checked(), max_bytes)
             except BlockingIOError:
-                await anyio.wait_readable(fd)
+                continue
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         """Write all of ``data``; `anyio.BrokenResourceError` if the reader is gone."""

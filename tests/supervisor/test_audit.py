@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
-import anyio
 import trio
 from sv_support import supervisor
 

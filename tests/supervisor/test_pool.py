@@ -93,7 +93,12 @@ async def test_a_session_serves_its_whole_id_budget_then_retires_cleanly() -> No
             for _ in range(4):
                 nursery.start_soon(caller, budget // 4 + 8)  # a margin past the budget
         first = next(s for s in sessions if s is not None)
-        assert sessions.count(first) == budget  # exactly its budget, every one well
+        # its whole budget, every one well; a slot can go unused when the call's 3 ms
+        # passed between the hand-out and the claim (a loaded machine): that call ends
+        # undispatched (no session), and the slot is not handed out again
+        undispatched = sessions.count(None)
+        assert budget - undispatched <= sessions.count(first) <= budget
+        assert undispatched < budget // 20
         with trio.fail_after(10):
             while not sup.pool.history:
                 await trio.sleep(0.02)
