@@ -281,6 +281,11 @@ class Supervisor:
     # -- what a host reads ---------------------------------------------------------------------
 
     @property
+    def state(self) -> str:
+        """``new``, ``starting``, ``running``, ``closing`` or ``closed``."""
+        return self._state
+
+    @property
     def ledger(self) -> Ledger:
         """The supervisor's ledger: pending and indeterminate operations, the audit chain."""
         if self._ledger is None:

@@ -61,7 +61,7 @@ class AsyncioSupervisor:
 
     @property
     def running(self) -> bool:
-        return self._supervisor._state == "running"
+        return self._supervisor.state == "running"
 
     @property
     def tools(self) -> dict[str, ToolPolicy]:
@@ -124,7 +124,7 @@ class AsyncioSupervisor:
 
     def _check_running(self) -> None:
         if not self.running:
-            raise SupervisorError(f"the supervisor is {self._supervisor._state}")
+            raise SupervisorError(f"the supervisor is {self._supervisor.state}")
 
     # -- calls ----------------------------------------------------------------------------------
 
