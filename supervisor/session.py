@@ -561,9 +561,10 @@ class Session:
                 await self._exit_reason_or("write_failed")
 
     async def _reader(self, stream: PipeStream) -> None:
-        """Owns fd 4. It waits for readability before it reads (`FdStream.receive_some`
-        would first yield, then try a read that fails with EAGAIN: a scheduling pass and a
-        syscall per wake-up). Closing the stream (teardown) ends the wait."""
+        """Owns fd 4. It waits for readability before it reads, with the loop's own wait
+        (a stream's ``receive_some`` would first yield, then try a read that fails with
+        EAGAIN: a scheduling pass and a syscall per wake-up). It ends with the session's
+        task group, which is cancelled once the worker is gone, before any fd closes."""
         reader = LineReader()
         frame_timeout = self.config.frame_timeout
         fd = stream.fileno()

@@ -2,7 +2,7 @@
 
 A `CallWatch` is armed with its deadline before the call's ``invoke`` is queued, and
 judges every terminal event *before* it is exposed (the disarm). The session feeds it
-``now`` from trio's clock; the rules live here so they can be tested exhaustively:
+``now`` from the event loop's clock; the rules live here so they can be tested exhaustively:
 
 - a ``result`` or ``error`` authenticated before the deadline is accepted;
 - one at or after the deadline is *late*: the call is indeterminate and the session is
