@@ -13,7 +13,7 @@ from typing import Any
 import anyio.lowlevel
 import pytest
 import trio
-from hosting_helpers import EXAMPLES, fd_count, host_threads, survivors
+from hosting_helpers import EXAMPLES, descendants, fd_count, host_threads, survivors
 
 from supervisor import DuplicateOperation, Supervisor, SupervisorError
 from supervisor.audit import CallEvent
@@ -303,6 +303,24 @@ def test_aclose_from_another_task_and_a_task_group_failure_cancel_cooperatively(
         assert not sup.running and not survivors(sup.supervisor)
 
     asyncio.run(main())
+
+
+def test_a_supervisor_never_closed_is_closed_when_its_loop_ends() -> None:
+    fds = fd_count()
+    holder: list[AsyncioSupervisor] = []
+
+    async def main() -> None:
+        sup = AsyncioSupervisor(adapters=[EXAMPLES], ping_interval=None)
+        await sup.__aenter__()
+        holder.append(sup)
+        asyncio.get_running_loop().create_task(sup.invoke("sleep", "30"))
+        await asyncio.sleep(0.3)
+        assert descendants()  # the fork server and the worker's sandbox
+
+    asyncio.run(main())  # cancels the runner task: the supervisor closes on the way out
+    assert holder[0].supervisor.state == "closed"
+    assert not descendants() and not survivors(holder[0].supervisor)
+    assert fd_count() == fds
 
 
 def test_a_script_in_another_thread_reaches_the_loop_through_its_token() -> None:
