@@ -108,19 +108,24 @@ class AsyncioSupervisor:
     async def aclose(self) -> None:
         """Cancel the calls still running (cooperatively, each waits for its end), close
         every worker. Waits for all of it, even if the waiting task is cancelled meanwhile."""
-        if self._runner is None or self._stop is None:
+        runner = self._runner
+        if runner is None:
             return
+        closing = asyncio.ensure_future(self._close(runner))
+        await _through_cancellation(closing)
+        closing.result()  # a failure of the close itself is not swallowed
+        if not runner.cancelled() and runner.exception() is not None:
+            raise SupervisorError("the supervisor failed") from runner.exception()
+
+    async def _close(self, runner: asyncio.Task[None]) -> None:
         for scope in list(self._calls):
             scope.cancel()
         if self._calls:
             with contextlib.suppress(TimeoutError):
-                await _through_cancellation(
-                    asyncio.ensure_future(asyncio.wait_for(self._idle.wait(), SHUTDOWN_TIMEOUT))
-                )
+                await asyncio.wait_for(self._idle.wait(), SHUTDOWN_TIMEOUT)
+        assert self._stop is not None
         self._stop.set()
-        await _through_cancellation(self._runner)
-        if not self._runner.cancelled() and self._runner.exception() is not None:
-            raise SupervisorError("the supervisor failed") from self._runner.exception()
+        await asyncio.wait([runner])  # however it ends: `aclose` reads how
 
     def _check_running(self) -> None:
         if not self.running:

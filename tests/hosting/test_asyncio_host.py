@@ -305,6 +305,30 @@ def test_aclose_from_another_task_and_a_task_group_failure_cancel_cooperatively(
     asyncio.run(main())
 
 
+def test_aclose_finishes_even_when_the_task_awaiting_it_is_cancelled() -> None:
+    async def main() -> None:
+        sup = AsyncioSupervisor(adapters=[EXAMPLES], ping_interval=None, cancel_grace=2.0)
+        await sup.__aenter__()
+        events = sup.audit_events()
+        call = asyncio.create_task(sup.invoke("stubborn.sleep", "30"))  # ignores its cancel
+        await asyncio.sleep(0.3)
+        closer = asyncio.create_task(sup.aclose())
+        await asyncio.sleep(0.2)  # the call is in its grace: the close waits for it
+        assert not closer.done()
+        closer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closer  # only once everything is closed
+        assert sup.supervisor.state == "closed" and not survivors(sup.supervisor)
+        with pytest.raises(SupervisorError, match="stopped while the call ran"):
+            await call
+        assert [(e.status, e.kill_reason) async for e in events] == [
+            ("indeterminate", "host_cancel")
+        ]
+
+    asyncio.run(main())
+    assert not descendants()
+
+
 def test_a_supervisor_never_closed_is_closed_when_its_loop_ends() -> None:
     fds = fd_count()
     holder: list[AsyncioSupervisor] = []
