@@ -102,6 +102,13 @@ class Pool:
             task_status.started(self)
             await anyio.sleep_forever()
 
+    async def cancel_calls(self) -> None:
+        """Cancel every call in flight on every session cooperatively; returns when each
+        has ended (the shutdown's first half: then the sessions are idle and close well)."""
+        async with anyio.create_task_group() as group:
+            for session in self._sessions | self._retiring:
+                group.start_soon(session.cancel_all)
+
     async def aclose(self) -> None:
         """Refuse new calls, then close every session (gracefully where idle)."""
         self._closing = True

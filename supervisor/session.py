@@ -452,6 +452,15 @@ class Session:
         """Cancel one call cooperatively (for a caller other than the waiting task)."""
         await self._stop(call, "host_cancel")
 
+    async def cancel_all(self) -> None:
+        """Cancel every call in flight cooperatively, all at once; returns when each has
+        ended (acknowledged, or the session killed after the grace)."""
+        calls = list(self._calls.values())
+        if calls:
+            async with anyio.create_task_group() as group:
+                for call in calls:
+                    group.start_soon(self._stop, call, "host_cancel")
+
     async def _stop(self, call: SessionCall, reason: CancelReason) -> None:
         """Send ``cancel``, give it the grace to be acknowledged, else kill the sandbox."""
         if call.ended.is_set():

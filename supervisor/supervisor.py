@@ -263,6 +263,7 @@ class Supervisor:
         with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_TIMEOUT):
             for handle in list(self._handles):
                 handle._scope.cancel()
+            await self._pool.cancel_calls()  # every call in flight, whoever awaits it
             await self._pool.aclose()
         self._nursery.cancel_scope.cancel()  # kills whatever the graceful part left
         try:

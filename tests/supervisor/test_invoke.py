@@ -10,6 +10,7 @@ import trio
 from sv_support import ADAPTERS, EXAMPLES, check_ledger, supervisor
 
 from supervisor import DuplicateOperation, Supervisor, SupervisorError
+from supervisor.audit import CallEvent
 from supervisor.grants import DescribeError
 from supervisor.ledger import (
     Cancelled,
@@ -18,6 +19,7 @@ from supervisor.ledger import (
     ToolPolicy,
     UnknownTool,
 )
+from supervisor.outcome import Outcome
 
 
 async def test_text_and_json_results_complete() -> None:
@@ -234,3 +236,27 @@ async def test_a_failed_start_leaves_nothing_to_close() -> None:
     await sup.aclose()  # nothing left to do
     with pytest.raises(SupervisorError):
         await sup.invoke("echo", "x")
+
+
+async def test_closing_cancels_every_call_in_flight_cooperatively() -> None:
+    # whoever awaits the call (a handle, another task): the worker gets a cancel and its
+    # grace, and only one that ignores it is killed
+    events: list[CallEvent] = []
+    outcomes: list[Outcome] = []
+    closing = supervisor(pool_size=2, max_in_flight=2, cancel_grace=0.5)
+    async with trio.open_nursery() as nursery, closing as sup:
+        sup.add_audit_callback(events.append)
+        handle = await sup.start("sleep", "30")
+        ignored = await sup.start("hang", "")
+
+        async def caller() -> None:
+            outcomes.append(await sup.invoke("sleep", "30"))
+
+        nursery.start_soon(caller)
+        await trio.sleep(0.3)
+    # closed (the supervisor first, then the nursery): it waited for the cancels
+    assert (await handle.outcome()).status == "cancelled"
+    assert [o.status for o in outcomes] == ["cancelled"]
+    out = await ignored.outcome()
+    assert (out.status, out.kill_reason) == ("indeterminate", "host_cancel")
+    assert sorted(e.status for e in events) == ["cancelled", "cancelled", "indeterminate"]
