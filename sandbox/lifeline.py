@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,8 @@ done
 """
 
 _lock = threading.Lock()
+#: How long `retire` waits for the lifeline it told to exit, to reap it.
+RETIRE_WAIT = 0.2
 
 
 class _Lifeline:
@@ -123,18 +126,26 @@ def retire() -> bool:
             if _current.pid is not None:
                 _current.retired.append(_current.pid)
             _current.pid = _current.write_end = None
-        _reap(_current)
+        _reap(_current, wait=RETIRE_WAIT)
         return True
 
 
-def _reap(state: _Lifeline) -> None:
-    for pid in list(state.retired):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            state.retired.remove(pid)
+def _reap(state: _Lifeline, wait: float = 0.0) -> None:
+    """Reap the retired lifelines that exited; ``wait``: seconds to give them first
+    (one told "q" exits within a millisecond or two; left unreaped it would stay a
+    zombie child of the host until the next sandbox)."""
+    deadline = time.monotonic() + wait
+    while True:
+        for pid in list(state.retired):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                state.retired.remove(pid)
+        if not state.retired or time.monotonic() >= deadline:
+            return
+        time.sleep(0.001)
 
 
 def _start(layout: CgroupLayout, prefix: str) -> tuple[int, int]:

@@ -172,13 +172,21 @@ class Spawner:
         stdout: Stdio = None,
         stderr: Stdio = None,
     ) -> Sandbox:
-        """`spawn` from trio or asyncio (anyio). Not abandoned on cancellation: the sandbox
-        is always returned once started, so the caller can put it in its ``finally``."""
+        """`spawn` from trio or asyncio, in a worker thread. Never abandoned: the sandbox
+        is returned once started, so the caller can put it in its ``finally``; if the
+        caller is cancelled while the spawn runs (asyncio can cancel any await), the
+        spawn is awaited to its end and the new sandbox killed and cleaned up before the
+        cancellation goes on, so none is ever orphaned."""
+        import sniffio
+
+        def spawn() -> Sandbox:
+            return self.spawn(plan, stdin=stdin, stdout=stdout, stderr=stderr)
+
+        if sniffio.current_async_library() == "asyncio":
+            return await _spawn_through_cancellation(spawn)
         import anyio.to_thread
 
-        return await anyio.to_thread.run_sync(
-            lambda: self.spawn(plan, stdin=stdin, stdout=stdout, stderr=stderr)
-        )
+        return await anyio.to_thread.run_sync(spawn)  # trio: not cancellable meanwhile
 
     def close(self) -> None:
         """End the thread and its fork server. Sandboxes it started that still run are
@@ -204,3 +212,26 @@ class Spawner:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+async def _spawn_through_cancellation(spawn: Callable[[], Sandbox]) -> Sandbox:
+    """asyncio: ``spawn()`` in the loop's executor; a cancellation of the caller waits for
+    the spawn, takes its sandbox down, then propagates."""
+    import asyncio
+
+    future = asyncio.get_running_loop().run_in_executor(None, spawn)
+    cancelled: asyncio.CancelledError | None = None
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+        except BaseException:
+            break  # the spawn failed: the future holds why
+    if cancelled is None:
+        return future.result()
+    if not future.cancelled() and future.exception() is None:
+        sandbox = future.result()  # started for a caller that is gone: take it down
+        sandbox.kill("cancelled")
+        sandbox.cleanup()
+    raise cancelled

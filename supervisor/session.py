@@ -208,6 +208,7 @@ class Session:
         self._exited = anyio.Event()
         self._reaped = anyio.Event()
         self._spawned: SpawnedWorker | None = None
+        self._run_entered = False  # until then nothing can have been spawned
         self._scope: anyio.CancelScope | None = None
         self._loop = loop = current_loop()
         self._now = loop.now
@@ -259,13 +260,18 @@ class Session:
         Raises `SessionStartError` if the worker never becomes ready; after that it never
         raises: whatever goes wrong poisons the session, which then ends.
         """
+        self._run_entered = True
+        if self.end_reason is not None:  # killed before it ran (the pool shut down)
+            raise SessionStartError(f"the session was killed before it started ({self.end_reason})")
         try:
             spawned, host_ends = await start_worker(self._launcher)
-        except Exception as exc:  # the sandbox said no: fail closed, say why
+        except BaseException as exc:  # the sandbox said no, or a cancellation: fail closed
             self.state = "dead"
-            self.end_reason = "launch_failed"
-            self._reaped.set()
-            raise SessionStartError(f"the worker could not be started: {exc}") from exc
+            self.end_reason = self.end_reason or "launch_failed"
+            self._reaped.set()  # nothing of it runs: a spawn is never orphaned
+            if isinstance(exc, Exception):
+                raise SessionStartError(f"the worker could not be started: {exc}") from exc
+            raise
         self._spawned = spawned
         if self.state == "dead":  # killed (e.g. the pool shut down) while it was starting
             spawned.kill(self.end_reason or "host_shutdown")
@@ -353,6 +359,8 @@ class Session:
         for event, _ in self._reconciles.values():
             event.set()
         self._outbox.close()
+        if not self._run_entered:
+            self._reaped.set()  # nothing was spawned, nothing will be
         if self._on_dead is not None:
             self._on_dead(self)
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio.lowlevel
+import psutil
 import pytest
 import trio
 from hosting_helpers import EXAMPLES, descendants, fd_count, host_threads, survivors
@@ -331,7 +332,9 @@ def test_aclose_finishes_even_when_the_task_awaiting_it_is_cancelled() -> None:
 
 def test_a_supervisor_never_closed_is_closed_when_its_loop_ends() -> None:
     fds = fd_count()
+    before = {p.pid for p in descendants()}
     holder: list[AsyncioSupervisor] = []
+    started: list[psutil.Process] = []
 
     async def main() -> None:
         sup = AsyncioSupervisor(adapters=[EXAMPLES], ping_interval=None)
@@ -339,11 +342,13 @@ def test_a_supervisor_never_closed_is_closed_when_its_loop_ends() -> None:
         holder.append(sup)
         asyncio.get_running_loop().create_task(sup.invoke("sleep", "30"))
         await asyncio.sleep(0.3)
-        assert descendants()  # the fork server and the worker's sandbox
+        started.extend(p for p in descendants() if p.pid not in before)
+        assert started  # the fork server and the worker's sandbox
 
     asyncio.run(main())  # cancels the runner task: the supervisor closes on the way out
     assert holder[0].supervisor.state == "closed"
-    assert not descendants() and not survivors(holder[0].supervisor)
+    assert not [p for p in started if p.is_running()]  # not even a zombie: all reaped
+    assert not survivors(holder[0].supervisor)
     assert fd_count() == fds
 
 

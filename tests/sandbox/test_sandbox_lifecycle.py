@@ -4,6 +4,7 @@ launch failures that leave nothing behind; spawning from trio."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -314,6 +315,38 @@ async def test_trio_spawn_and_wait_without_blocking_the_loop() -> None:
                 sandbox.cleanup()
     assert ticks >= 10
     assert sandbox.termination().exit_code == 5
+
+
+def test_an_asyncio_spawn_whose_caller_is_cancelled_leaves_no_sandbox() -> None:
+    """asyncio can cancel any await: the spawn runs on to its end, then its sandbox is
+    taken down before the cancellation goes on (never orphaned, cgroups removed)."""
+    from sandbox import lifeline
+
+    spawned: list[Sandbox] = []
+    original = Spawner.spawn
+
+    def spawn_and_note(self: Spawner, *args: Any, **kwargs: Any) -> Sandbox:
+        sandbox = original(self, *args, **kwargs)
+        spawned.append(sandbox)
+        return sandbox
+
+    async def main() -> None:
+        with Spawner() as spawner:
+            plan = prepare_launch(SandboxPolicy(), Command(("sleep", "1000")))
+            task = asyncio.create_task(spawner.spawn_async(plan))
+            await asyncio.sleep(0)  # the spawn has begun in a thread
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    Spawner.spawn = spawn_and_note  # type: ignore[method-assign]
+    try:
+        asyncio.run(main())
+    finally:
+        Spawner.spawn = original  # type: ignore[method-assign]
+    assert len(spawned) == 1  # it did start, for a caller that was gone
+    assert not spawned[0].survivors() and spawned[0].poll() is not None
+    assert lifeline.users() == 0  # its cgroups are removed
 
 
 @pytest.mark.slow
