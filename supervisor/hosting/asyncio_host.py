@@ -131,6 +131,15 @@ class AsyncioSupervisor:
         if not self.running:
             raise SupervisorError(f"the supervisor is {self._supervisor.state}")
 
+    def _check_loop(self) -> None:
+        """Its state belongs to one loop (and thread): refuse any other, clearly."""
+        self._check_running()
+        if self._runner is not None and asyncio.get_running_loop() is not self._runner.get_loop():
+            raise SupervisorError(
+                "called from another event loop than the supervisor's: use one "
+                "AsyncioSupervisor per loop (a SyncSupervisor serves any thread)"
+            )
+
     # -- calls ----------------------------------------------------------------------------------
 
     async def invoke(
@@ -143,7 +152,7 @@ class AsyncioSupervisor:
         idempotency_key: str | None = None,
     ) -> Outcome:
         """Run one call to its `Outcome` (see `Supervisor.invoke`), in this task."""
-        self._check_running()
+        self._check_loop()
         scope = anyio.CancelScope()
         self._calls.add(scope)
         self._idle.clear()
@@ -171,7 +180,7 @@ class AsyncioSupervisor:
         """Start a call in the supervisor's task group; the handle's ``cancel`` and
         ``outcome`` (see `Supervisor.start`; cancelling a wait for the outcome leaves the
         call running). ``on_chunk`` runs in this loop as chunks arrive."""
-        self._check_running()
+        self._check_loop()
         return await self._supervisor.start(
             tool, value, deadline=deadline, on_chunk=on_chunk, idempotency_key=idempotency_key
         )
@@ -180,7 +189,7 @@ class AsyncioSupervisor:
         """``await fn(supervisor)`` (to read its ledger, or ``lambda s: s.reconcile(op)``).
         The supervisor lives on this loop, so this is a plain call; it is kept so that
         code written for `SyncSupervisor` and older hosts reads the same."""
-        self._check_running()
+        self._check_loop()
         return await fn(self._supervisor)
 
     def audit_events(self, capacity: int = 1024) -> AsyncioAuditStream:

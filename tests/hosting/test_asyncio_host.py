@@ -352,6 +352,18 @@ def test_a_supervisor_never_closed_is_closed_when_its_loop_ends() -> None:
     assert fd_count() == fds
 
 
+def test_another_loop_is_refused_clearly_and_the_supervisor_works_on() -> None:
+    async def main(sup: AsyncioSupervisor) -> None:
+        async def from_elsewhere() -> None:
+            await sup.invoke("text.upper", "x")
+
+        with pytest.raises(SupervisorError, match="another event loop"):
+            await asyncio.to_thread(asyncio.run, from_elsewhere())
+        assert (await sup.invoke("text.upper", "still")).value == "STILL"
+
+    run(main)
+
+
 def test_a_script_in_another_thread_reaches_the_loop_through_its_token() -> None:
     async def main(sup: AsyncioSupervisor) -> None:
         shop = ScriptedTool("shop", timeout_seconds=60.0)
