@@ -36,11 +36,12 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from supervisor import Supervisor
 from supervisor.hosting import AsyncioSupervisor, SyncSupervisor
+from supervisor.outcome import Outcome
 
 ADAPTERS = ["worker_runtime.examples:registry"]
 TOOL, VALUE = "text.upper", "hello"
@@ -48,12 +49,18 @@ ASYNCIO_TARGET = 1.3
 SERVE_TARGET = 2.0
 
 
-def trio_batch(
-    count: int, tool: str = TOOL, value: str = VALUE
-) -> Callable[[Supervisor], Awaitable[list[float]]]:
-    """A batch of timed invokes, run inside the supervisor's own trio run."""
+class Invoker(Protocol):
+    """What a batch calls: a trio `Supervisor` or an `AsyncioSupervisor`."""
 
-    async def batch(sup: Supervisor) -> list[float]:
+    async def invoke(self, tool: str, value: Any) -> Outcome: ...
+
+
+def invoke_batch(
+    count: int, tool: str = TOOL, value: str = VALUE
+) -> Callable[[Invoker], Awaitable[list[float]]]:
+    """A batch of timed invokes, run in the supervisor's own loop (trio or asyncio)."""
+
+    async def batch(sup: Invoker) -> list[float]:
         times = []
         for _ in range(count):
             began = time.perf_counter()
@@ -105,16 +112,11 @@ def bench_asyncio(rounds: int, batch: int, tool: str = TOOL, value: str = VALUE)
             async with AsyncioSupervisor(adapters=ADAPTERS, pool_size=1, ping_interval=None) as sup:
                 for _ in range(50):
                     await sup.invoke(tool, value)
-                await asyncio.to_thread(host.call_in_host, trio_batch(50, tool, value))
+                await asyncio.to_thread(host.call_in_host, invoke_batch(50, tool, value))
                 for _ in range(rounds):
-                    times = []
-                    for _ in range(batch):
-                        began = time.perf_counter()
-                        out = await sup.invoke(tool, value)
-                        times.append(time.perf_counter() - began)
-                        assert out.status == "completed"
+                    times = await invoke_batch(batch, tool, value)(sup)
                     baseline = await asyncio.to_thread(
-                        host.call_in_host, trio_batch(batch, tool, value)
+                        host.call_in_host, invoke_batch(batch, tool, value)
                     )
                     pairs.add(times, baseline)
 
@@ -133,7 +135,7 @@ def bench_sync(rounds: int, batch: int) -> Pairs:
                 began = time.perf_counter()
                 sup.invoke(TOOL, VALUE)
                 times.append(time.perf_counter() - began)
-            pairs.add(times, sup.call_in_host(trio_batch(batch)))
+            pairs.add(times, sup.call_in_host(invoke_batch(batch)))
     return pairs
 
 
@@ -161,14 +163,14 @@ def bench_serve(rounds: int, batch: int) -> Pairs:
         with SyncSupervisor(adapters=ADAPTERS, pool_size=1, ping_interval=None) as sup:
             for _ in range(50):
                 request(invoke, "outcome")
-            sup.call_in_host(trio_batch(50))
+            sup.call_in_host(invoke_batch(50))
             for _ in range(rounds):
                 times = []
                 for _ in range(batch):
                     began = time.perf_counter()
                     request(invoke, "outcome")
                     times.append(time.perf_counter() - began)
-                pairs.add(times, sup.call_in_host(trio_batch(batch)))
+                pairs.add(times, sup.call_in_host(invoke_batch(batch)))
         request({"op": "shutdown", "id": 2}, "bye")
     finally:
         stdin.close()

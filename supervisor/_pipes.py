@@ -35,7 +35,7 @@ class PipeStream:
             fd = self._checked()
             await anyio.wait_readable(fd)
             try:
-                return os.read(self._checked(), max_bytes)
+                return os.read(fd, max_bytes)
             except BlockingIOError:
                 continue
 

@@ -467,7 +467,7 @@ class Session:
         if calls:
             async with anyio.create_task_group() as group:
                 for call in calls:
-                    group.start_soon(self._stop, call, "host_cancel")
+                    group.start_soon(self.cancel, call)
 
     async def _stop(self, call: SessionCall, reason: CancelReason) -> None:
         """Send ``cancel``, give it the grace to be acknowledged, else kill the sandbox."""

@@ -170,7 +170,6 @@ class Supervisor:
         self._pool: Pool | None = None
         self._spawner: Spawner | None = None
         self._nursery: anyio.abc.TaskGroup | None = None
-        self._nursery_cm: Any = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._state = "new"
         self._handles: set[CallHandle] = set()
@@ -230,8 +229,8 @@ class Supervisor:
                 max_calls=self.max_calls_per_worker,
                 retire_margin=margin,
             )
-            self._nursery_cm = anyio.create_task_group()
-            nursery = self._nursery = await self._nursery_cm.__aenter__()
+            nursery = self._nursery = anyio.create_task_group()
+            await nursery.__aenter__()
         except BaseException:
             self._close_resources()
             self._state = "closed"
@@ -241,7 +240,7 @@ class Supervisor:
             nursery.start_soon(self._expire_indeterminate)
         except BaseException:
             nursery.cancel_scope.cancel()
-            await self._nursery_cm.__aexit__(None, None, None)
+            await nursery.__aexit__(None, None, None)
             self._close_resources()
             self._state = "closed"
             raise
@@ -267,7 +266,7 @@ class Supervisor:
             await self._pool.aclose()
         self._nursery.cancel_scope.cancel()  # kills whatever the graceful part left
         try:
-            await self._nursery_cm.__aexit__(None, None, None)
+            await self._nursery.__aexit__(None, None, None)
         finally:
             self._close_resources()
             self._state = "closed"
@@ -502,9 +501,7 @@ class Supervisor:
             )
         except Refused as exc:
             if exc.code in _SESSION_EXHAUSTED:
-                session_pool = self._pool
-                assert session_pool is not None
-                session_pool.retire(session)
+                self.pool.retire(session)
             else:  # the call itself breaks the grant: the worker never saw it
                 call.resolve(
                     ledger.fail(call.op_id, f"refused by the host: {exc}"), error_code=exc.code

@@ -17,7 +17,6 @@ import collections
 import contextlib
 import contextvars
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -215,11 +214,10 @@ class ServeSession:
 
     async def _read(self, source: trio.abc.ReceiveStream, nursery: trio.Nursery) -> None:
         lines = wire.LineBuffer()
-        receive = _ready_first(source)
         while not self.shutting_down:
             await self.out.below(HIGH_WATER)
             try:
-                data = await receive(READ_SIZE)
+                data = await source.receive_some(READ_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
             if not data:
@@ -589,24 +587,3 @@ async def _write_events(out: OutQueue, sink: trio.abc.SendStream) -> None:
             out.closed = True
             return
 
-
-def _ready_first(
-    source: trio.abc.ReceiveStream,
-) -> Callable[[int], Awaitable[bytes | bytearray]]:
-    """``receive_some`` of ``source``; for a pipe (stdio), one that waits for the fd to be
-    readable and then reads, as the sessions do: `FdStream.receive_some` first yields,
-    then tries a read that fails with EAGAIN while a client waits for its answer (a
-    scheduling pass and a syscall more per request). Closing the stream ends the wait."""
-    if not isinstance(source, trio.lowlevel.FdStream):
-        return source.receive_some
-    fd = source.fileno()
-
-    async def receive_some(max_bytes: int) -> bytes:
-        while True:
-            await trio.lowlevel.wait_readable(fd)
-            try:
-                return os.read(fd, max_bytes)
-            except BlockingIOError:
-                continue
-
-    return receive_some
