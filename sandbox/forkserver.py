@@ -28,7 +28,6 @@ import contextlib
 import errno
 import marshal
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .errors import LaunchError
 from .forkserver_main import MAX_FDS, MAX_MESSAGE, VERSION
+from .handle import wait_readable
 
 if TYPE_CHECKING:
     from .launch import LaunchPlan
@@ -73,9 +73,6 @@ class SandboxProcess:
         self.stderr = stderr
         self.returncode: int | None = None
 
-    def poll(self) -> int | None:
-        return self.returncode
-
 
 class ForkServer:
     """One fork server process, owned by the thread that created this object.
@@ -91,10 +88,6 @@ class ForkServer:
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()
         self._closed = False
-
-    @property
-    def running(self) -> bool:
-        return self._sock is not None
 
     @property
     def pid(self) -> int | None:
@@ -189,7 +182,7 @@ class ForkServer:
             server_end.close()
             os.close(err_write)
         try:
-            ready = _readable(host_end.fileno(), START_TIMEOUT) and host_end.recv(16)
+            ready = wait_readable(host_end.fileno(), START_TIMEOUT) and host_end.recv(16)
             if ready != b"ready":
                 raise LaunchError(f"the fork server did not start: {_drain(err_read)!r}")
         except BaseException:
@@ -338,12 +331,6 @@ def _is_open(fd: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _readable(fd: int, timeout: float) -> bool:
-    poller = select.poll()  # not select(): a busy host's fds may be above FD_SETSIZE
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(0, int(timeout * 1000))))
 
 
 def _drain(fd: int) -> bytes:

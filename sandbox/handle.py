@@ -164,7 +164,7 @@ class Sandbox:
                 init = self._namespace_init()
                 if init is not None:
                     _sigkill(init)
-                    _wait_readable(self.pidfd, KILL_GRACE)
+                    wait_readable(self.pidfd, KILL_GRACE)
             if self.cgroup is not None and not self.cgroup.removed:
                 self.cgroup.kill()
             if self._returncode is None:
@@ -325,7 +325,8 @@ def _sigkill(pidfd: int) -> None:
             signal.pidfd_send_signal(pidfd, sig)
 
 
-def _wait_readable(fd: int, timeout: float) -> bool:
-    poller = select.poll()
+def wait_readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` became readable within ``timeout`` seconds."""
+    poller = select.poll()  # not select(): a busy host's fds may be above FD_SETSIZE
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(max(1, int(timeout * 1000))))

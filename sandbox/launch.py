@@ -43,7 +43,7 @@ from .cgroups import CgroupLayout, SandboxCgroup, detect_layout
 from .childsetup import STAGE, ChildSetup
 from .errors import LaunchError, PolicyError, SandboxUnavailable
 from .layout import synthetic_etc, system_mounts
-from .policy import Bind, SandboxPolicy, check_path
+from .policy import Bind, SandboxPolicy, check_path, is_within
 from .probe import require
 from .seccomp import build_filter
 from .termination import BwrapStatus
@@ -216,13 +216,6 @@ class LaunchPlan:
         _close_all(self._child_fds)
         self._child_fds.clear()
 
-    def setup_error(self) -> str | None:
-        """The child's own set-up error, if it wrote one (read without blocking)."""
-        with contextlib.suppress(OSError):
-            os.set_blocking(self.status_read_fd, False)
-            self.status.feed(os.read(self.status_read_fd, 65536) + b"\n")
-        return self.status.setup_error
-
 
 def prepare_launch(
     policy: SandboxPolicy,
@@ -298,7 +291,7 @@ def prepare_launch(
         for index, (bind, st) in enumerate(sources):
             seen_as = bind.source  # the path bwrap binds from
             # A source under STAGE is pinned too: the stage tmpfs would hide its path.
-            if not binds.reachable(bind.source, uid) or _is_within(bind.source, STAGE):
+            if not binds.reachable(bind.source, uid) or is_within(bind.source, STAGE):
                 tree = binds.pin(checked[index], bind.source)
                 opened.append(tree)
                 seen_as = f"{STAGE}/b{index}"
@@ -370,6 +363,3 @@ def command_for(argv: Sequence[str]) -> Command:
     """A `Command` for a plain program and its arguments."""
     return Command(tuple(argv))
 
-
-def _is_within(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")

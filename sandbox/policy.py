@@ -61,7 +61,8 @@ def check_path(path: str, what: str) -> str:
     return path
 
 
-def _is_within(path: str, parent: str) -> bool:
+def is_within(path: str, parent: str) -> bool:
+    """``path`` is ``parent`` or below it (both absolute and normalised)."""
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
@@ -85,7 +86,7 @@ class Bind:
             object.__setattr__(self, "dest", self.source)
         check_path(self.dest, "bind destination")
         for reserved in RESERVED_DESTS:
-            inside = reserved != "/" and _is_within(self.dest, reserved)
+            inside = reserved != "/" and is_within(self.dest, reserved)
             if self.dest == reserved or (inside and reserved in ("/proc", "/dev", "/sys")):
                 raise PolicyError(
                     f"bind destination {self.dest!r} is reserved by the sandbox layout "
