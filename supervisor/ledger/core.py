@@ -647,11 +647,9 @@ class Ledger(LedgerEngine):
         if hash_ is None:
             raise JournalCorrupt(f"journal event {seq} is missing")
         last_op = max((op for op, first, _ in spans if first <= seq), default=0)
+        # call indexes grow with op ids: the removed operations' counts are the newest
         calls = dict(previous.calls) if previous is not None else {}
-        for tool, count in journal.call_counts(last_op).items():
-            calls[tool] = max(count, calls.get(tool, 0))
-        if previous is not None:
-            last_op = max(last_op, previous.last_op_id)
+        calls.update(journal.call_counts(last_op))
         checkpoint = Checkpoint(seq=seq, hash=hash_, last_op_id=last_op, calls=calls)
         events, operations = self._guard(lambda: journal.prune(checkpoint))
         if vacuum:
@@ -674,22 +672,16 @@ class Ledger(LedgerEngine):
 
 def _compaction_point(spans: list[tuple[int, int, int]], live: set[int], head: int) -> int:
     """The newest seq (at most ``head``) that no operation straddles: each operation's
-    events all lie at or before it, or all after it (a pending one's run to the head)."""
-    blocked = sorted(
-        (first, head if op in live else last - 1)
-        for op, first, last in spans
-        if op in live or last > first
-    )
-    merged: list[list[int]] = []
-    for first, last in blocked:  # disjoint, non-adjacent runs of seqs
-        if merged and first <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], last)
-        else:
-            merged.append([first, last])
-    seq = head
-    for first, last in reversed(merged):
-        if seq > last:
-            break
-        if seq >= first:
+    events all lie at or before it, or all after it (a pending one's run to the head).
+    ``spans`` come in op-id order, which is the order of their first events (an
+    operation's first event is its start), so one pass finds it: a cut just before an
+    operation's start is clear when nothing earlier runs past it, and the newest clear
+    cut before the first pending operation is the answer."""
+    seq = reach = 0
+    for op, first, last in spans:
+        if reach < first:
             seq = first - 1
-    return seq
+        if op in live:
+            return seq
+        reach = max(reach, last)
+    return head

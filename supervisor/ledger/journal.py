@@ -310,10 +310,8 @@ class SqliteJournal:
         """Remove events and results up to ``checkpoint.seq`` and operations up to
         ``checkpoint.last_op_id``, and record the checkpoint, in one transaction.
         Returns ``(events, operations)`` removed. The caller has checked that no
-        operation has events on both sides of the checkpoint."""
+        operation has events on both sides of the checkpoint, and that no batch is open."""
         conn = self._conn
-        if self._depth:
-            raise JournalError("cannot compact the journal inside a batch")
         try:
             conn.execute("BEGIN")
             for table in _TABLES:

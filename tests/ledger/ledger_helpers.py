@@ -2,11 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from supervisor.ledger import Ledger
+import pytest
+
+from supervisor.ledger import Ledger, ReconcileStatus, RetryClass
 
 WALL_EPOCH = 1_700_000_000.0
+
+Transition = Callable[[Ledger, int], object]
+#: Every transition of an existing operation, by name, with arguments it accepts.
+TRANSITIONS: dict[str, Transition] = {
+    "claim": lambda led, op: led.claim(op),
+    "retry": lambda led, op: led.retry(op, RetryClass.TRANSIENT),
+    "push_chunk": lambda led, op: led.push_chunk(op, "x"),
+    "complete": lambda led, op: led.complete(op, "x"),
+    "fail": lambda led, op: led.fail(op, "x"),
+    "request_cancellation": lambda led, op: led.request_cancellation(op),
+    "confirm_cancellation": lambda led, op: led.confirm_cancellation(op),
+    "cancel": lambda led, op: led.cancel(op),
+    "reconcile": lambda led, op: led.reconcile(op, ReconcileStatus.running()),
+    "mark_indeterminate": lambda led, op: led.mark_indeterminate(op, "x"),
+}
+#: The transitions a queued (never claimed) operation refuses with NotClaimed.
+REFUSED_WHEN_QUEUED = tuple(name for name in TRANSITIONS if name not in ("claim", "cancel"))
+
+
+def transitions(names: Iterable[str]) -> list[Any]:
+    """``TRANSITIONS`` as pytest parameters, each with its name as its id."""
+    return [pytest.param(TRANSITIONS[name], id=name) for name in names]
 
 
 class FakeClock:

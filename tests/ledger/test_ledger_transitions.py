@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ledger_helpers import FakeClock, kinds
+from ledger_helpers import REFUSED_WHEN_QUEUED, TRANSITIONS, FakeClock, kinds, transitions
 
 from supervisor.ledger import (
     AlreadyClaimed,
@@ -115,29 +115,7 @@ def test_queued_claim_after_the_deadline_is_refused_and_skipped(
     assert ledger.expire_timed_out() == [late]
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda led, op: led.retry(op, RetryClass.TRANSIENT),
-        lambda led, op: led.push_chunk(op, "x"),
-        lambda led, op: led.complete(op, "x"),
-        lambda led, op: led.fail(op, "x"),
-        lambda led, op: led.request_cancellation(op),
-        lambda led, op: led.confirm_cancellation(op),
-        lambda led, op: led.reconcile(op, ReconcileStatus.running()),
-        lambda led, op: led.mark_indeterminate(op, "x"),
-    ],
-    ids=[
-        "retry",
-        "push_chunk",
-        "complete",
-        "fail",
-        "request_cancellation",
-        "confirm_cancellation",
-        "reconcile",
-        "mark_indeterminate",
-    ],
-)
+@pytest.mark.parametrize("call", transitions(REFUSED_WHEN_QUEUED))
 def test_queued_refuses_everything_but_claim_cancel_and_expiry(
     ledger: Ledger, call: Callable[[Ledger, int], object]
 ) -> None:
@@ -415,15 +393,7 @@ def test_indeterminate_stays_pending_and_is_listed(ledger: Ledger) -> None:
     assert ledger.claim_next() is None
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda led, op: led.retry(op, RetryClass.TRANSIENT),
-        lambda led, op: led.push_chunk(op, "x"),
-        lambda led, op: led.complete(op, "x"),
-    ],
-    ids=["retry", "push_chunk", "complete"],
-)
+@pytest.mark.parametrize("call", transitions(("retry", "push_chunk", "complete")))
 def test_indeterminate_is_never_redispatched_or_completed_directly(
     ledger: Ledger, call: Callable[[Ledger, int], object]
 ) -> None:
@@ -477,14 +447,7 @@ def test_cancellation_requested_again_is_idempotent(ledger: Ledger) -> None:
     assert kinds(ledger) == before
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda led, op: led.retry(op, RetryClass.TRANSIENT),
-        lambda led, op: led.push_chunk(op, "x"),
-    ],
-    ids=["retry", "push_chunk"],
-)
+@pytest.mark.parametrize("call", transitions(("retry", "push_chunk")))
 def test_cancellation_requested_refuses_retry_and_chunks(
     ledger: Ledger, call: Callable[[Ledger, int], object]
 ) -> None:
@@ -536,33 +499,7 @@ def test_cancellation_requested_reconciles(ledger: Ledger) -> None:
 # -- Resolved --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda led, op: led.claim(op),
-        lambda led, op: led.retry(op, RetryClass.TRANSIENT),
-        lambda led, op: led.push_chunk(op, "x"),
-        lambda led, op: led.complete(op, "x"),
-        lambda led, op: led.fail(op, "x"),
-        lambda led, op: led.request_cancellation(op),
-        lambda led, op: led.confirm_cancellation(op),
-        lambda led, op: led.cancel(op),
-        lambda led, op: led.reconcile(op, ReconcileStatus.cancelled()),
-        lambda led, op: led.mark_indeterminate(op, "x"),
-    ],
-    ids=[
-        "claim",
-        "retry",
-        "push_chunk",
-        "complete",
-        "fail",
-        "request_cancellation",
-        "confirm_cancellation",
-        "cancel",
-        "reconcile",
-        "mark_indeterminate",
-    ],
-)
+@pytest.mark.parametrize("call", transitions(TRANSITIONS))
 @pytest.mark.parametrize("how", ["completed", "failed", "cancelled", "timed_out", "denied"])
 def test_resolved_refuses_everything(
     ledger: Ledger, clock: FakeClock, how: str, call: Callable[[Ledger, int], object]
