@@ -41,35 +41,21 @@ M = TypeVar("M", bound=Body)
 
 
 class FrameMac:
-    """HMAC-SHA256 (RFC 2104) under one key, with the padded key blocks hashed once.
-
-    Each tag then costs two ``copy()``s of precomputed SHA-256 states instead of a fresh
-    HMAC set-up: about half the time of ``hmac.digest`` for a small frame.
+    """HMAC-SHA256 (RFC 2104) under one key, with the padded key blocks hashed once:
+    ``inner``/``outer`` copy the precomputed SHA-256 states. A tag is the outer hash of
+    the inner hash of the data, each started from such a copy; `Sealer.seal` and
+    `Opener.open` write that out inline (the hot path): about half the time of
+    ``hmac.digest`` for a small frame.
     """
 
-    __slots__ = ("_inner", "_outer")
+    __slots__ = ("inner", "outer")
 
     def __init__(self, key: bytes) -> None:
         if len(key) > _BLOCK:
             key = hashlib.sha256(key).digest()
         key = key.ljust(_BLOCK, b"\0")
-        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in key)).copy
-        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in key)).copy
-
-    def digest(self, data: bytes) -> bytes:
-        inner = self._inner()
-        inner.update(data)
-        outer = self._outer()
-        outer.update(inner.digest())
-        return outer.digest()
-
-    def hexdigest(self, data: bytes) -> bytes:
-        """The tag as 64 lowercase hex bytes (`digest` written out: this is the hot path)."""
-        inner = self._inner()
-        inner.update(data)
-        outer = self._outer()
-        outer.update(inner.digest())
-        return _hexlify(outer.digest())
+        self.inner = hashlib.sha256(bytes(b ^ 0x36 for b in key)).copy
+        self.outer = hashlib.sha256(bytes(b ^ 0x5C for b in key)).copy
 
 
 class Sealer:
@@ -79,8 +65,8 @@ class Sealer:
 
     def __init__(self, key: bytes, session_id: str) -> None:
         mac = FrameMac(key)  # its precomputed states, used inline (the hot path)
-        self._inner = mac._inner
-        self._outer = mac._outer
+        self._inner = mac.inner
+        self._outer = mac.outer
         self._sid = session_id
         self._next = 1
         self._encode = msgspec.json.Encoder().encode
@@ -120,8 +106,8 @@ class Opener(Generic[M]):
     def __init__(self, key: bytes, session_id: str, kinds: Any) -> None:
         """``kinds`` is the union of message types the peer may send."""
         mac = FrameMac(key)  # its precomputed states, used inline (the hot path)
-        self._inner = mac._inner
-        self._outer = mac._outer
+        self._inner = mac.inner
+        self._outer = mac.outer
         self._sid = session_id
         self._next = 1
         self._decode = msgspec.json.Decoder(kinds).decode

@@ -28,7 +28,6 @@ from .errors import (
     UnexpectedEof,
     UnexpectedMessage,
     UnknownRequest,
-    UnknownTool,
 )
 from .keys import DirectionalKeys
 from .limits import DEFAULT_MAX_IN_FLIGHT, ID_MATCH, MAX_NONCE_CHARS, is_id
@@ -265,12 +264,10 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         # every call in flight (this one too) keeps an id free for its cancel
         reserve = sum(1 for c in calls.values() if c.cid is None) + 1 if calls else 1
         rules = self._rules
-        grant = rules.grants.get(tool)
         try:
-            if grant is None:
-                raise UnknownTool(f"tool {tool!r} is not granted")
+            grant = rules.grant_for(tool)
             payload = make_payload(value, grant.format, "invoke input")
-            grant, size = rules.check_invoke(rid, tool, payload, extra_reserved=reserve)
+            size = rules.check_invoke(rid, grant, payload, extra_reserved=reserve)
         except StateViolation as exc:
             raise Refused.because(exc) from None
         line = self._sealer.seal(

@@ -103,28 +103,19 @@ class SessionRules(Generic[C]):
             raise IdCapacityExhausted(f"the session's {MAX_SESSION_IDS} ids are used up")
 
     def check_invoke(
-        self, rid: str, tool: str, payload: Payload, extra_reserved: int = 0
-    ) -> tuple[Grant, int]:
-        """Every rule of an `invoke` (section 9); returns the grant and the input size.
-
-        The hot path of both sides: the checks of `grant_for` and `check_fresh_id` are
-        written out here, in the same order."""
-        grant = self.grants.get(tool)
-        if grant is None:
-            raise UnknownTool(f"tool {tool!r} is not granted")
+        self, rid: str, grant: Grant, payload: Payload, extra_reserved: int = 0
+    ) -> int:
+        """The rules of an `invoke` (section 9) after `grant_for` found its grant, in the
+        spec's order; returns the input size."""
         size = check_payload(
             payload, grant.format, grant.max_input_bytes, InputTooLarge, "invoke input"
         )
-        ids = self.ids
-        if rid in ids:
-            raise DuplicateId(f"id {rid!r} was already used in this session")
-        if len(ids) + 1 + extra_reserved > MAX_SESSION_IDS:
-            raise IdCapacityExhausted(f"the session's {MAX_SESSION_IDS} ids are used up")
-        if self.calls_used[tool] >= grant.max_calls:
-            raise CallBudgetExhausted(f"tool {tool!r} has used its {grant.max_calls} calls")
+        self.check_fresh_id(rid, extra_reserved)
+        if self.calls_used[grant.tool] >= grant.max_calls:
+            raise CallBudgetExhausted(f"tool {grant.tool!r} has used its {grant.max_calls} calls")
         if len(self.in_flight) >= self.max_in_flight:
             raise TooManyInFlight(f"already {self.max_in_flight} calls in flight")
-        return grant, size
+        return size
 
     def check_chunk(self, call: Call, text: str) -> int:
         """A chunk within the call's stream grant; returns its size in bytes."""

@@ -201,7 +201,8 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
     def _on_invoke(self, rules: SessionRules[Call], msg: Invoke) -> InvokeReceived:
         # Not remembered as Running here: `reconciled` answers running for any call in
         # flight, and the call's end is remembered (so its key moves to the newest slot).
-        grant, size = rules.check_invoke(msg.rid, msg.tool, msg.payload)
+        grant = rules.grant_for(msg.tool)
+        size = rules.check_invoke(msg.rid, grant, msg.payload)
         rules.admit_invoke(Call(msg.rid, grant, msg.idempotency_key, size))
         return InvokeReceived(
             msg.rid, msg.tool, msg.payload.value, msg.attempt, msg.idempotency_key, msg.deadline_ms
