@@ -362,4 +362,3 @@ def _hand_over_program(seccomp_write: int) -> None:
 def command_for(argv: Sequence[str]) -> Command:
     """A `Command` for a plain program and its arguments."""
     return Command(tuple(argv))
-

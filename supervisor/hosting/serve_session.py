@@ -586,4 +586,3 @@ async def _write_events(out: OutQueue, sink: trio.abc.SendStream) -> None:
             log.info("the client stopped reading; dropping further events")
             out.closed = True
             return
-
