@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -118,6 +118,10 @@ class PongReceived(HostEvent, frozen=True):
 
 
 TerminalEvent = ResultReceived | ErrorReceived | CancelAcknowledged
+
+
+#: A terminal event of a call, as `_settle` hands it back.
+_Terminal = TypeVar("_Terminal", "ResultReceived", "ErrorReceived")
 
 
 class _HostCall(Call):
@@ -402,28 +406,25 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         return ChunkReceived(msg.rid, msg.index, msg.text)
 
     def _on_result(self, msg: Result) -> ResultReceived | None:
-        call = self._calls.get(msg.rid)
-        if call is None:
-            raise UnknownRequest(f"result for {msg.rid!r}, which is not in flight")
+        call = self._in_flight(msg.rid, "result")
         if call.held is not None:
             raise UnexpectedMessage(f"a second terminal frame for {msg.rid!r}")
         grant = call.grant
         check_payload(msg.payload, grant.format, grant.max_output_bytes, OutputTooLarge, "result")
-        event = ResultReceived(msg.rid, msg.payload)
-        if call.cancel == CANCEL_REQUESTED:
-            call.held = event  # reported only once too_late arrives
-            return None
-        self._finish(call)
-        return event
+        return self._settle(call, ResultReceived(msg.rid, msg.payload))
 
     def _on_error(self, msg: Error) -> ErrorReceived | None:
         call = self._in_flight(msg.rid, "error")
         if call.held is not None:
             raise UnexpectedMessage(f"a second terminal frame for {msg.rid!r}")
         check_message_text(msg.message, "error message")
-        event = ErrorReceived(msg.rid, msg.code, msg.message, msg.retryable)
+        return self._settle(call, ErrorReceived(msg.rid, msg.code, msg.message, msg.retryable))
+
+    def _settle(self, call: _HostCall, event: _Terminal) -> _Terminal | None:
+        """A result or error in time: the call's end, unless a cancel is pending, when
+        it is held until the worker answers that cancel (``too_late``)."""
         if call.cancel == CANCEL_REQUESTED:
-            call.held = event  # reported only once too_late arrives
+            call.held = event
             return None
         self._finish(call)
         return event

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from supervisor._loops import in_event_loop
+from supervisor._loop import in_event_loop
 from supervisor.scripted import prompts
 from supervisor.scripted.contract import ExecResult, ExecutionLimits, ScriptRequest
 from supervisor.tools.context import RequestScope, current_request

@@ -32,7 +32,9 @@ def _invoke_line(w: WorkerProcess, tool: str, value: str) -> tuple[str, bytes]:
 
 def test_frames_written_behind_a_slow_call_run_at_once() -> None:
     """One write: a 0.5 s call, then a quick one. The quick result comes first and long
-    before the slow call ends: the reader handed its role over at once."""
+    before the slow call ends: nothing written behind a slow call waits for it (whether
+    the reader hands its role over at once or the standby takes over is not told apart
+    here: both are well inside the limit)."""
     with WorkerProcess([grant("sleep"), grant("text.upper")], max_in_flight=2) as w:
         w.handshake()
         slow, first = _invoke_line(w, "sleep", "0.5")
@@ -60,8 +62,8 @@ def test_a_cancel_right_behind_an_inline_call_is_read_by_the_standby() -> None:
 
 
 def test_a_quick_tool_then_a_slow_one_behind_it_still_runs_concurrently() -> None:
-    """After its streak, a quick tool runs inline even with frames behind it; a slow call
-    behind it is taken over by the standby and a quick one after that is not stuck."""
+    """After a streak of quick calls (which the driver may run inline), a slow call behind
+    a quick one still does not hold up the quick one after it."""
     with WorkerProcess(
         [grant("text.upper", max_calls=QUICK_STREAK + 2), grant("sleep")], max_in_flight=3
     ) as w:

@@ -144,7 +144,7 @@ class Call:
                     await self._wait_async()
             raise _Timeout
         except GeneratorExit:  # closed, never to be awaited again: clean up right here
-            self._fail(_Timeout())
+            self.abandon()
             raise
         except BaseException as exc:
             await self._discard_async()
@@ -166,7 +166,8 @@ class Call:
                 await anyio.to_thread.run_sync(self.pool.discard, engine)
 
     def abandon(self) -> None:
-        """The awaitable was dropped without being awaited to the end: free the engine."""
+        """Kill the engine (if any) and free its slot: the call ends without its reply
+        (also when the awaitable was dropped without being awaited to the end)."""
         engine, self.engine = self.engine, None
         if engine is not None:
             self.pool.discard(engine)
@@ -185,9 +186,7 @@ class Call:
     def _fail(self, exc: BaseException) -> CommandResult:
         """The engine (if any) is killed and its slot freed; the failure as a result, or
         the exception again when it is not ours (a cancellation, an interrupt)."""
-        engine, self.engine = self.engine, None
-        if engine is not None:
-            self.pool.discard(engine)
+        self.abandon()
         if isinstance(exc, _Timeout):
             return CommandResult("", timeout_message(time.monotonic() - self.start), STOPPED_STATUS)
         if isinstance(exc, EngineFailure):

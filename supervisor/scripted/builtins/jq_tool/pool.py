@@ -19,7 +19,7 @@ import time
 import weakref
 from collections.abc import Awaitable
 
-from supervisor._loops import in_event_loop
+from supervisor._loop import in_event_loop
 from supervisor.scripted.contract import CommandResult, execution_deadline
 
 from .calls import Call
