@@ -127,9 +127,9 @@ def one_line_parse_and_run(rounds: int) -> float | None:
     """Distinct one-line scripts (no parse cache hit) through ``run_script``."""
     import trio
 
-    from supervisor.scripted.builtins import TEXT_COMMANDS
     from supervisor.scripted.contract import ScriptRequest
-    from supervisor.scripted.engine import run_script
+    from supervisor.scripted.shell.execution import run_script
+    from supervisor.scripted.text_tools import TEXT_COMMANDS
 
     if "tr" not in TEXT_COMMANDS:
         return None

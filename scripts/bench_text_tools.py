@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from supervisor.scripted.builtins import TEXT_COMMANDS
+from supervisor.scripted.text_tools import TEXT_COMMANDS
 
 ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
 JSON_LINE = '{"id": 7, "name": "widget", "tags": ["a", "b"], "price": 9.5}\n'

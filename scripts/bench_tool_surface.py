@@ -80,8 +80,8 @@ def bashkit_tool() -> Any:
 def ours_tool() -> Any:
     """Our ScriptedTool, or None when the language core is not installed."""
     try:
-        from supervisor.scripted.builtins import TEXT_COMMANDS  # noqa: F401
-        from supervisor.scripted.engine import run_script  # noqa: F401
+        from supervisor.scripted.shell.execution import run_script  # noqa: F401
+        from supervisor.scripted.text_tools import TEXT_COMMANDS  # noqa: F401
     except ImportError:
         return None
     from supervisor.scripted import ScriptedTool

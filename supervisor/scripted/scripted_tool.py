@@ -230,7 +230,7 @@ class ScriptedTool:
         version = self._registry.version
         if cached is not None and cached[0] == version:
             return cached[1], cached[2]
-        from supervisor.scripted.builtins import TEXT_COMMANDS
+        from supervisor.scripted.text_tools import TEXT_COMMANDS
         from supervisor.scripted.tool_commands import command_table
 
         own = command_table(self._registry)
@@ -246,7 +246,7 @@ class ScriptedTool:
         if not script:
             self._store(trace)
             return ExecResult()
-        from supervisor.scripted.engine import run_script
+        from supervisor.scripted.shell.execution import run_script
 
         table, overrides = self.command_table()
         request = ScriptRequest(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .errors import ShellError
+from ..errors import ShellError
 from .state import NAMEREF
 
 if TYPE_CHECKING:

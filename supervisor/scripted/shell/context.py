@@ -7,8 +7,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .contract import CommandTable, ExecutionLimits
-from .errors import LimitExceeded, RequestTimeout
+from ..contract import CommandTable, ExecutionLimits
+from ..errors import LimitExceeded, RequestTimeout
 
 if TYPE_CHECKING:
     from .jobs import JobTable

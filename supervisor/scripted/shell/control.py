@@ -7,10 +7,10 @@ for ``while``/``until``/C-style ``for``, items for ``for ... in``) and the execu
 
 from __future__ import annotations
 
-from . import ast as A
+from ..errors import BreakLoop, ContinueLoop, FatalShellError, LimitExceeded, ShellError
+from ..syntax import ast as A
 from .arithmetic import ArithError, compile_arith
-from .builtin_test import binary_test, unary_test
-from .errors import BreakLoop, ContinueLoop, FatalShellError, LimitExceeded, ShellError
+from .conditions import binary_test, unary_test
 from .expansion import REGEX, Expander
 from .io import InputStream, Sink
 from .patterns import EXTGLOB, NOCASE, ere_regex, fnmatch

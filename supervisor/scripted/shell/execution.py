@@ -16,14 +16,20 @@ from collections.abc import Mapping
 
 import anyio
 
+from ..contract import ExecResult, ExecutionLimits, ScriptRequest, execution_deadline
+from ..errors import (
+    AbortExecution,
+    LimitExceeded,
+    ParseLimitError,
+    RequestTimeout,
+    ShellSyntaxError,
+)
+from ..safe_regex import regex_check
+from ..syntax.parser import parse
 from .context import ExecContext, duration_debug
-from .contract import ExecResult, ExecutionLimits, ScriptRequest, execution_deadline
-from .errors import AbortExecution, LimitExceeded, ParseLimitError, RequestTimeout, ShellSyntaxError
 from .interpreter import BUILTINS, Interpreter
 from .io import CappedSink
 from .jobs import JobTable, finish_jobs
-from .parser import parse
-from .safe_regex import regex_check
 from .state import ARRAY, EXPORT, Var
 
 #: after the execution deadline, how long a script may go on (a timed-out callback has

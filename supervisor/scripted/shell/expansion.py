@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 
-from . import ast as A
+from ..contract import ExecutionLimits
+from ..errors import AbortExecution, FatalShellError, LimitExceeded, unbound
+from ..syntax import ast as A
 from .arithmetic import ArithError, compile_arith
-from .contract import ExecutionLimits
-from .errors import AbortExecution, FatalShellError, LimitExceeded, unbound
 from .param_ops import (
     attr_flags,
     convert_case,

@@ -19,13 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.lowlevel
 
-from . import ast as A
-from .arithmetic import ArithError
-from .builtins_vars import run_declaration
-from .context import BUILTIN, ExecContext
-from .contract import CommandResult
-from .control import ControlMixin
-from .errors import (
+from ..contract import CommandResult
+from ..errors import (
     BreakLoop,
     ContinueLoop,
     ExitShell,
@@ -35,10 +30,15 @@ from .errors import (
     ShellError,
     ShellSyntaxError,
 )
+from ..syntax import ast as A
+from ..syntax.parser import parse
+from .arithmetic import ArithError
+from .builtins.variables import run_declaration
+from .context import BUILTIN, ExecContext
+from .control import ControlMixin
 from .expansion import Expander
 from .io import InputStream, Sink
 from .jobs import finish_jobs, start_job
-from .parser import parse
 from .redirects import apply_redirects
 from .state import ARRAY, EXPORT, Var, _generations
 
@@ -778,7 +778,7 @@ def _arith_text(a: A.Assign) -> str:
     return a.text
 
 
-from .builtins_registry import register_all  # noqa: E402  (fills BUILTINS)
+from .builtins.registry import register_all  # noqa: E402  (fills BUILTINS)
 
 register_all(BUILTINS)
 

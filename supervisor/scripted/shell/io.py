@@ -7,7 +7,7 @@ the first N characters and remember that they cut; ``/dev/null`` is a ``NullSink
 
 from __future__ import annotations
 
-from .errors import LimitExceeded
+from ..errors import LimitExceeded
 
 
 class Sink:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskGroup
 
-from . import ast as A
-from .errors import LimitExceeded
+from ..errors import LimitExceeded
+from ..syntax import ast as A
 from .io import Sink
 
 if TYPE_CHECKING:

@@ -3,9 +3,9 @@ quoting styles, case conversion, substrings. No shell state here."""
 
 from __future__ import annotations
 
+from ..syntax.word_parser import decode_ansi_c
 from .patterns import fnmatch
 from .state import ARRAY, ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER, Var
-from .word_parser import decode_ansi_c
 
 _SAFE_Q = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=+@%,^")
 

@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from .errors import LimitExceeded
-from .safe_regex import SafePattern
+from ..errors import LimitExceeded
+from ..safe_regex import SafePattern
 
 _CLASSES = {
     "alpha": "a-zA-Z",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import ast as A
+from ..syntax import ast as A
 from .io import NULL, InputStream
 
 if TYPE_CHECKING:

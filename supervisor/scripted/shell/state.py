@@ -14,8 +14,8 @@ from collections.abc import Callable
 from itertools import count
 from typing import Any
 
+from ..errors import ShellError, unbound
 from .arithmetic import INT_MAX, ArithEnv, ArithError, string_to_int, wrap
-from .errors import ShellError, unbound
 
 READONLY = 1
 EXPORT = 2

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from ..errors import ParseLimitError
 from .ast import BraceWord, Lit, Part, Word
-from .errors import ParseLimitError
 from .word_parser import make_word
 
 MAX_BRACE_WORDS = 100_000

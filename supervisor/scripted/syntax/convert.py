@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 from tree_sitter import Node
 
+from ..errors import ParseLimitError, ShellSyntaxError
+from ..shell.arithmetic import ArithError, compile_arith
 from . import ast as A
-from .arithmetic import ArithError, compile_arith
 from .braces import brace_expand
-from .errors import ParseLimitError, ShellSyntaxError
 from .parse_repair import REDIRECT_OP
 from .syntax_errors import UNEXPECTED_IN_COMMAND, empty_for_list, syntax_error
 from .word_parser import WordLexer, make_word

@@ -13,9 +13,9 @@ from functools import lru_cache
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from ..errors import ShellSyntaxError
 from . import ast as A
 from .convert import Converter
-from .errors import ShellSyntaxError
 from .parse_repair import mask_expansions
 from .syntax_errors import first_error
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tree_sitter import Node
 
-from .errors import ShellSyntaxError
+from ..errors import ShellSyntaxError
 from .parse_repair import unterminated_quote
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ..errors import ShellSyntaxError
 from .ast import (
     DQ,
     ArithSub,
@@ -24,7 +25,6 @@ from .ast import (
     Tilde,
     Word,
 )
-from .errors import ShellSyntaxError
 
 #: (absolute start offset of ``$(``, `` ` `` or ``<(``) -> (program, absolute end offset)
 SubstResolver = Callable[[int], "tuple[Program, int] | None"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from supervisor.scripted.contract import CommandTable, ExecResult, ScriptRequest
-from supervisor.scripted.engine import run_script
+from supervisor.scripted.shell.execution import run_script
 
 HERE = Path(__file__).parent
 BASH_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
@@ -107,7 +107,7 @@ def run_bash(script: str) -> tuple[str, int]:
 def text_commands() -> CommandTable:
     """Engineer B's text tools (jq grep sed ...), when present."""
     try:
-        from supervisor.scripted.builtins import TEXT_COMMANDS
+        from supervisor.scripted.text_tools import TEXT_COMMANDS
     except ImportError:  # pragma: no cover - only while the text tools are missing
         return {}
     return TEXT_COMMANDS

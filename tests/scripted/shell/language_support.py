@@ -13,7 +13,7 @@ from supervisor.scripted.contract import (
     ExecutionLimits,
     ScriptRequest,
 )
-from supervisor.scripted.engine import run_script
+from supervisor.scripted.shell.execution import run_script
 
 
 @dataclass

@@ -11,7 +11,7 @@ import trio
 from language_support import Recorder, run
 
 from supervisor.scripted.contract import Command, CommandResult, ScriptRequest
-from supervisor.scripted.engine import run_script
+from supervisor.scripted.shell.execution import run_script
 
 
 async def test_resolution_order_function_override_builtin_table() -> None:

@@ -68,7 +68,7 @@ async def test_command_not_found_reports_the_line() -> None:
     ],
 )
 async def test_did_you_mean_hints_like_the_peer(name: str, hint: str) -> None:
-    from supervisor.scripted.builtins import TEXT_COMMANDS
+    from supervisor.scripted.text_tools import TEXT_COMMANDS
 
     table: dict[str, Command] = {**TEXT_COMMANDS, "get_user": Recorder()}
     result = await run(name, table)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from text_support import oracle, oracle_available, out, run
 
-from supervisor.scripted.builtins.awk import runtime
-from supervisor.scripted.builtins.awk.values import UNINIT, StrNum, compare, to_number
+from supervisor.scripted.text_tools.awk import runtime
+from supervisor.scripted.text_tools.awk.values import UNINIT, StrNum, compare, to_number
 
 
 @pytest.mark.parametrize(

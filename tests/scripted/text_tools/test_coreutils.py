@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from text_support import oracle, oracle_available, out, run
 
-from supervisor.scripted.builtins.seq import MAX_LINES
+from supervisor.scripted.text_tools.seq import MAX_LINES
 
 # (argv, stdin, stdout, exit status), as GNU prints them.
 ROWS: list[tuple[list[str], str, str, int]] = [

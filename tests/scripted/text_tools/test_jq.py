@@ -7,9 +7,9 @@ import json
 import pytest
 from text_support import oracle, oracle_available, out, run
 
-from supervisor.scripted.builtins.jq_tool.command import run_jq
-from supervisor.scripted.builtins.jq_tool.output import format_number
-from supervisor.scripted.builtins.jq_tool.program import compile_wrapped
+from supervisor.scripted.text_tools.jq_tool.command import run_jq
+from supervisor.scripted.text_tools.jq_tool.output import format_number
+from supervisor.scripted.text_tools.jq_tool.program import compile_wrapped
 
 DOC = '{"name":"widget","tags":["a","b"],"dims":{"w":2,"h":3.5},"empty":{},"none":[]}'
 

@@ -23,10 +23,6 @@ import pytest
 import trio
 
 from supervisor.scripted import ScriptedTool
-from supervisor.scripted.builtins import TEXT_COMMANDS
-from supervisor.scripted.builtins.jq_tool import JqEnginePool, JqLimits, default_pool
-from supervisor.scripted.builtins.jq_tool import engine as engine_module
-from supervisor.scripted.builtins.jq_tool.command import run_jq
 from supervisor.scripted.contract import (
     CommandResult,
     ExecResult,
@@ -34,7 +30,11 @@ from supervisor.scripted.contract import (
     ScriptRequest,
     execution_deadline,
 )
-from supervisor.scripted.engine import run_script
+from supervisor.scripted.shell.execution import run_script
+from supervisor.scripted.text_tools import TEXT_COMMANDS
+from supervisor.scripted.text_tools.jq_tool import JqEnginePool, JqLimits, default_pool
+from supervisor.scripted.text_tools.jq_tool import engine as engine_module
+from supervisor.scripted.text_tools.jq_tool.command import run_jq
 
 ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT = "jq: error: filter stopped at the execution deadline"
@@ -301,7 +301,7 @@ HOST = """
 import json, sys, threading
 sys.path.insert(0, sys.argv[1])
 from supervisor.scripted import ScriptedTool
-from supervisor.scripted.builtins.jq_tool import default_pool
+from supervisor.scripted.text_tools.jq_tool import default_pool
 
 first = []
 worker = threading.Thread(

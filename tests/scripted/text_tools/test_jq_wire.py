@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from supervisor.scripted.builtins.jq_tool.wire import (
+from supervisor.scripted.text_tools.jq_tool.wire import (
     EngineReady,
     FrameBuffer,
     JqReply,

@@ -9,7 +9,7 @@ import time
 import pytest
 from text_support import oracle, oracle_available, out, run
 
-from supervisor.scripted.builtins.posix_regex import (
+from supervisor.scripted.text_tools.posix_regex import (
     GuardedRegex,
     RegexError,
     compile_posix,

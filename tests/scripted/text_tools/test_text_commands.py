@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from text_support import run
 
-from supervisor.scripted.builtins import TEXT_COMMANDS
-from supervisor.scripted.builtins.common import MAX_OUTPUT_BYTES
+from supervisor.scripted.text_tools import TEXT_COMMANDS
+from supervisor.scripted.text_tools.common import MAX_OUTPUT_BYTES
 
 FS = "filesystem access disabled"
 

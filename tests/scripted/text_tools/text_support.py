@@ -8,8 +8,8 @@ import shutil
 import subprocess
 import tempfile
 
-from supervisor.scripted.builtins import TEXT_COMMANDS
 from supervisor.scripted.contract import CommandResult
+from supervisor.scripted.text_tools import TEXT_COMMANDS
 
 ORACLE_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
 

@@ -11,16 +11,16 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from .arithmetic import ArithError, compile_arith
-from .errors import BreakLoop, ContinueLoop, ExitShell, ReturnFromFunction, ShellError
-from .jobs import wait_jobs
-from .param_ops import format_declare, quote_single
-from .patterns import EXTGLOB, NOCASE
-from .printer import format_function
-from .word_parser import decode_ansi_c
+from ...errors import BreakLoop, ContinueLoop, ExitShell, ReturnFromFunction, ShellError
+from ...syntax.printer import format_function
+from ...syntax.word_parser import decode_ansi_c
+from ..arithmetic import ArithError, compile_arith
+from ..jobs import wait_jobs
+from ..param_ops import format_declare, quote_single
+from ..patterns import EXTGLOB, NOCASE
 
 if TYPE_CHECKING:
-    from .interpreter import Interpreter
+    from ..interpreter import Interpreter
 
 KEYWORDS = frozenset(
     [
@@ -377,7 +377,7 @@ async def _run_without_functions(sh: Interpreter, args: list[str]) -> int:
 
 
 def builtin(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
-    from .interpreter import BUILTINS
+    from ..interpreter import BUILTINS
 
     if not args:
         return 0

@@ -14,11 +14,11 @@ import time
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from .param_ops import quote_printf
-from .word_parser import decode_ansi_c
+from ...syntax.word_parser import decode_ansi_c
+from ..param_ops import quote_printf
 
 if TYPE_CHECKING:
-    from .interpreter import Interpreter
+    from ..interpreter import Interpreter
 
 MAX_WIDTH = 10_000
 _SPEC = re.compile(r"%([-+ #0']*)(\*|\d+)?(?:\.(\*|\d*))?(\([^)]*\)T|[diouxXfFeEgGaAcsbq%])")

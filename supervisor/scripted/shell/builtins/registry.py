@@ -7,10 +7,10 @@ from typing import Any
 
 def register_all(table: dict[str, Any]) -> None:
     """Fill ``table`` (``interpreter.BUILTINS``) with every shell builtin."""
-    from .builtin_printf import printf
-    from .builtin_test import builtin_bracket, builtin_test
-    from .builtins_core import CORE_BUILTINS
-    from .builtins_vars import VARS_BUILTINS
+    from ..conditions import builtin_bracket, builtin_test
+    from .core import CORE_BUILTINS
+    from .printf import printf
+    from .variables import VARS_BUILTINS
 
     table.update(CORE_BUILTINS)
     table.update(VARS_BUILTINS)

@@ -6,16 +6,16 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from . import ast as A
-from .errors import ShellError
-from .io import InputStream
-from .param_ops import format_declare
-from .parser import parse
-from .printer import format_function
-from .state import ARRAY, ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER
+from ...errors import ShellError
+from ...syntax import ast as A
+from ...syntax.parser import parse
+from ...syntax.printer import format_function
+from ..io import InputStream
+from ..param_ops import format_declare
+from ..state import ARRAY, ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER
 
 if TYPE_CHECKING:
-    from .interpreter import Interpreter
+    from ..interpreter import Interpreter
 
 _FLAG_BITS = {
     "a": ARRAY,

@@ -30,7 +30,7 @@ ROOT = str(Path(__file__).resolve().parents[4])
 
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from supervisor.scripted.builtins.jq_tool.child import main; main(sys.argv[2:])"
+    "from supervisor.scripted.text_tools.jq_tool.child import main; main(sys.argv[2:])"
 )
 
 #: Larger pipe buffers: a big input or output crosses in fewer wake-ups.
