@@ -4,6 +4,8 @@ Semantics follow bash 5.2: signed 64-bit wraparound, C division (truncation towa
 zero), ``**`` by modular exponentiation (a huge exponent cannot stall the host), shift
 counts masked to 6 bits, ``&&``/``||``/``?:`` short-circuit, and a variable whose value is
 not a number is itself evaluated as an expression (bounded recursion).
+
+Differential cases: ``cases_arith.txt``.
 """
 
 from __future__ import annotations

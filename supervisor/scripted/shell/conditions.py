@@ -1,7 +1,11 @@
-"""``test`` / ``[`` and the operators shared with ``[[ ]]``.
+"""Condition evaluation: the expressions of ``test`` / ``[`` and the unary and binary
+operators they share with ``[[ ]]`` (the builtins are in ``builtins/test.py``, ``[[ ]]``
+in ``control.py``).
 
 There is no filesystem, so every file test (``-f``, ``-d``, ``-e``...) is false, as in
 the peer's logic-only shell.
+
+Differential cases: ``cases_builtins.txt``, ``cases_control.txt``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from .state import NAMEREF
 
 if TYPE_CHECKING:
     from .expansion import Expander
-    from .interpreter import Interpreter
 
 FILE_TESTS = frozenset("abcdefghkprsuwxGLNOSt")
 UNARY = frozenset({"-" + c for c in FILE_TESTS} | {"-z", "-n", "-v", "-o", "-R"})
@@ -190,42 +193,7 @@ class _TestParser:
         return tok != ""
 
 
-def builtin_test(sh: Interpreter, args: list[str]) -> int:
-    try:
-        return 0 if _TestParser(sh, args).evaluate() else 1
-    except ShellError as exc:
-        sh.error(f"test: {exc.message}")
-        return 2
-
-
-_FAST_INT = {
-    "-eq": int.__eq__,
-    "-ne": int.__ne__,
-    "-lt": int.__lt__,
-    "-le": int.__le__,
-    "-gt": int.__gt__,
-    "-ge": int.__ge__,
-}
-
-
-def builtin_bracket(sh: Interpreter, args: list[str]) -> int:
-    if len(args) == 4:  # the common `[ a -op b ]` on plain numbers, without the parser
-        cmp = _FAST_INT.get(args[1])
-        a, b = args[0], args[2]
-        if (
-            cmp is not None
-            and args[3] == "]"
-            and a.isdigit()
-            and b.isdigit()
-            and a.isascii()
-            and b.isascii()
-        ):
-            return 0 if cmp(int(a), int(b)) else 1
-    if not args or args[-1] != "]":
-        sh.error("[: missing `]'")
-        return 2
-    try:
-        return 0 if _TestParser(sh, args[:-1]).evaluate() else 1
-    except ShellError as exc:
-        sh.error(f"[: {exc.message}")
-        return 2
+def evaluate_test(sh: Expander, args: list[str]) -> bool:
+    """The truth of ``test ARGS`` (POSIX's rules by argument count, then ``-a``/``-o``/``!``/
+    parentheses); raises TestSyntaxError for a malformed expression."""
+    return _TestParser(sh, args).evaluate()

@@ -1,5 +1,8 @@
 """What every (sub)shell and background job of one execution shares: the command table,
-the limits and their counters, the deadlines."""
+the limits and their counters, the deadlines.
+
+Differential cases: ``cases_errors.txt``.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ class ExecContext:
     """What every (sub)shell and background job of one execution shares."""
 
     __slots__ = (
+        "builtins",
         "command_count",
         "commands",
         "deadline",
@@ -51,6 +55,8 @@ class ExecContext:
         builtins: Mapping[str, Any],
     ) -> None:
         self.commands = commands
+        #: the shell builtins (``builtins.registry.BUILTINS``), also the ones a tool hides
+        self.builtins = builtins
         self.limits = limits
         self.deadline = deadline
         self.request_deadline = request_deadline

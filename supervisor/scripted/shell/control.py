@@ -3,6 +3,8 @@
 Loops count their iterations against ``max_loop_iterations`` (per loop; condition checks
 for ``while``/``until``/C-style ``for``, items for ``for ... in``) and the execution's
 ``max_total_loop_iterations``; ``break``/``continue`` unwind as exceptions.
+
+Differential cases: ``cases_control.txt``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ task group (background jobs) and a cancel scope whose deadline is the execution 
 ``callback timeout`` and let the script go on) or the request deadline, whichever comes
 first; CPU-bound scripts are stopped by the clock checks in the interpreter. Nothing a
 script does makes this function raise.
+
+Differential cases: ``cases_scripts.txt``, ``cases_errors.txt``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from ..errors import (
 )
 from ..safe_regex import regex_check
 from ..syntax.parser import parse
+from .builtins.registry import BUILTINS
 from .context import ExecContext, duration_debug
-from .interpreter import BUILTINS, Interpreter
+from .interpreter import Interpreter
 from .io import CappedSink
 from .jobs import JobTable, finish_jobs
 from .state import ARRAY, EXPORT, Var

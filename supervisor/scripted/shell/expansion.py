@@ -5,6 +5,9 @@ over a word serves every context: argument fields (IFS splitting, ``"$@"``), pla
 strings (assignments, here-docs), glob patterns (quoted characters escaped) and ``=~``
 regexes. There is no pathname expansion: ``*`` stays literal, as in the peer.
 Words without command substitution take a synchronous fast path.
+
+Differential cases: ``cases_expansion.txt``, ``cases_quoting.txt``,
+``cases_variables.txt``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,15 @@
 """The interpreter core: simple commands, command resolution, redirections, pipelines,
-lists, subshells and functions. Compound commands live in ``control``, builtins in the
-``builtins_*`` modules, expansion in ``expansion``.
+lists, subshells and functions. Compound commands live in ``control``, builtins in
+``builtins/`` (their table is handed in through ``ExecContext``), expansion in
+``expansion``.
 
 Everything is in memory and single-threaded: a pipeline runs its commands one after the
 other, each reading the previous one's output, which is how commands that are pure
 functions of (args, stdin) compose. Every command is counted and the clock is checked, so
 neither a busy loop nor a slow command outlives the execution's limits.
+
+Differential cases: ``cases_basics.txt``, ``cases_functions.txt``,
+``cases_scripts.txt``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import inspect
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.lowlevel
 
@@ -42,13 +46,10 @@ from .jobs import finish_jobs, start_job
 from .redirects import apply_redirects
 from .state import ARRAY, EXPORT, Var, _generations
 
-if TYPE_CHECKING:
-    pass
-
 _shell_ids = itertools.count(1)
+#: a builtin: ``fn(sh, args) -> status`` (or an awaitable, for the few that run code); the
+#: table of them is ``builtins.registry.BUILTINS``, handed in through ``ExecContext``
 Builtin = Callable[["Interpreter", list[str]], "int | Awaitable[int]"]
-#: shell builtins by name, filled in by the builtins modules (see ``builtins_registry``)
-BUILTINS: dict[str, Builtin] = {}
 #: builtins whose prefix assignments persist (POSIX special builtins)
 SPECIAL_BUILTINS = frozenset(
     {
@@ -777,10 +778,6 @@ def _arith_text(a: A.Assign) -> str:
         return part.expr.literal.strip()
     return a.text
 
-
-from .builtins.registry import register_all  # noqa: E402  (fills BUILTINS)
-
-register_all(BUILTINS)
 
 _DISPATCH: dict[type, Callable[[Interpreter, Any], Awaitable[int]]] = {
     A.SimpleCommand: Interpreter.x_simple,

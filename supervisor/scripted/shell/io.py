@@ -3,6 +3,8 @@
 A ``Sink`` collects the text of a pipe or command substitution and aborts the execution
 when it outgrows ``max_value_bytes``; the final stdout/stderr are ``CappedSink``s that keep
 the first N characters and remember that they cut; ``/dev/null`` is a ``NullSink``.
+
+Differential cases: ``cases_basics.txt``, ``cases_heredoc.txt``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Each job runs in a forked interpreter (a copy of the shell state) as a task of t
 execution's task group, with its own output buffers. Output is flushed per job and in job
 order: ``wait`` (or the end of the (sub)shell) appends the output of finished jobs, stopping
 at the first job still running, so concurrent tool calls never interleave their output.
+
+Differential cases: ``cases_builtins.txt``, ``cases_control.txt``.
 """
 
 from __future__ import annotations

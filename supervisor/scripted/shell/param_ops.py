@@ -1,5 +1,8 @@
 """Pure string operations behind ``${x...}`` forms and ``declare -p``/``printf %q``:
-quoting styles, case conversion, substrings. No shell state here."""
+quoting styles, case conversion, substrings. No shell state here.
+
+Differential cases: ``cases_expansion.txt``, ``cases_arrays.txt``.
+"""
 
 from __future__ import annotations
 

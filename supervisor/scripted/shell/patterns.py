@@ -3,6 +3,8 @@
 A *pattern string* here is the expanded pattern word in which every quoted character is
 preceded by a backslash, so ``[[ $x == "a*"* ]]`` becomes ``a\\*\\**``: quoted characters
 match literally, unquoted ones keep their glob meaning (including extglob operators).
+
+Differential cases: ``cases_expansion.txt``, ``cases_control.txt``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Redirections in a logic-only shell: ``/dev/null``, descriptor duplication (``2>&1``,
 ``>&2``), here-documents and here-strings. Any other file is refused with
-``<target>: filesystem redirection disabled`` (status 1; the command does not run)."""
+``<target>: filesystem redirection disabled`` (status 1; the command does not run).
+
+Differential cases: ``cases_heredoc.txt``, ``cases_basics.txt``.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ function calls go. ``local`` saves the shadowed entry in the current call frame 
 frame restores it on return (bash's dynamic scoping falls out of this). Subshells work on
 a shallow copy of the dict; a ``Var`` created by an outer shell is copied before it is
 changed in place (copy-on-write by generation), so nothing leaks back out.
+
+Differential cases: ``cases_variables.txt``, ``cases_arrays.txt``,
+``cases_functions.txt``.
 """
 
 from __future__ import annotations

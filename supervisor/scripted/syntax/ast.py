@@ -4,6 +4,8 @@ The tree-sitter tree is converted into these nodes a single time (and cached by 
 text), so the interpreter never touches tree-sitter while running. Words keep their
 quoting as *parts*, because splitting, pattern matching and ``"$@"`` all depend on which
 characters were quoted.
+
+Differential cases: ``cases_basics.txt``, ``cases_control.txt``.
 """
 
 from __future__ import annotations

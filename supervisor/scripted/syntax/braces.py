@@ -2,6 +2,8 @@
 
 Bash expands braces before any other expansion and only on unquoted literal text, so
 the result depends on the source alone: a word becomes a ``BraceWord`` of words.
+
+Differential cases: ``cases_expansion.txt``, ``cases_quoting.txt``.
 """
 
 from __future__ import annotations

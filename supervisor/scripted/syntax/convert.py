@@ -5,6 +5,9 @@ nodes; word interiors are lexed by ``word_parser``. A few known tree-sitter-bash
 repaired here (``! a | b`` negates the pipeline, a pipeline or ``&&`` list written after a
 here-doc start is nested inside the redirect, ``a\\<newline>b`` is split in two) so that
 the tree means what bash means.
+
+Differential cases: ``cases_basics.txt``, ``cases_control.txt``, ``cases_heredoc.txt``,
+``cases_quoting.txt``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """Second chances for tree-sitter-bash: some valid scripts it misparses are parsed again
 with the confusing regions masked (same UTF-8 length, so offsets still match the
-original text, which is where words are lexed from)."""
+original text, which is where words are lexed from).
+
+Differential cases: ``cases_errors.txt``, ``cases_expansion.txt``,
+``cases_control.txt``.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ tree-sitter-bash builds the tree (``convert`` turns it into ``ast`` nodes); when
 reports an error, the script is parsed once more with the regions that are known to
 confuse it masked (``parse_repair``), and only if that fails too is the first error
 reported, with line and column, before anything runs.
+
+Differential cases: ``cases_basics.txt``, ``cases_control.txt``, ``cases_errors.txt``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Print functions back as bash does for ``declare -f`` and ``type`` (4-space indents,
-``;`` after every command but the last of a group, ``elif`` as nested ``if``)."""
+``;`` after every command but the last of a group, ``elif`` as nested ``if``).
+
+Differential cases: ``cases_functions.txt``, ``cases_builtins.txt``.
+"""
 
 from __future__ import annotations
 

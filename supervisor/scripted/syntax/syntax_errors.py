@@ -1,5 +1,8 @@
 """Syntax errors as bash words them (``syntax error near unexpected token `then'``,
-``unexpected end of file``), from the first ERROR/MISSING node of a tree-sitter tree."""
+``unexpected end of file``), from the first ERROR/MISSING node of a tree-sitter tree.
+
+Differential cases: ``cases_errors.txt``.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ tree-sitter decides where a word starts and ends and parses the programs inside
 is lexed here, because tree-sitter-bash's view of those is lossy (``${x/a/b}`` becomes a
 "regex" node, ``$"..."`` splits into two arguments). Positions are character offsets into
 the whole script, so a resolver can hand back the already-parsed ``$(...)`` program.
+
+Differential cases: ``cases_quoting.txt``, ``cases_expansion.txt``.
 """
 
 from __future__ import annotations

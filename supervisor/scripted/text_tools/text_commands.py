@@ -1,5 +1,8 @@
 """The table of text tools: each tool behind its ``--help``/``--version`` and its output
-cap (see the package docstring)."""
+cap (see the package docstring).
+
+Differential cases: ``cases_text_tools.txt``.
+"""
 
 from __future__ import annotations
 

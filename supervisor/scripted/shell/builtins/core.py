@@ -3,6 +3,8 @@ eval, let, type, command, builtin, env/printenv, trap, wait, getopts and a few n
 
 A builtin is ``fn(sh, args) -> int`` (or an awaitable for the few that run code); it
 writes to ``sh.out``/``sh.err`` and reads ``sh.stdin`` directly.
+
+Differential cases: ``cases_builtins.txt``.
 """
 
 from __future__ import annotations
@@ -377,11 +379,9 @@ async def _run_without_functions(sh: Interpreter, args: list[str]) -> int:
 
 
 def builtin(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:
-    from ..interpreter import BUILTINS
-
     if not args:
         return 0
-    impl = BUILTINS.get(args[0])
+    impl = sh.ctx.builtins.get(args[0])
     if impl is None:
         sh.error(f"builtin: {args[0]}: not a shell builtin")
         return 1

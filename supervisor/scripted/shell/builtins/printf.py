@@ -3,6 +3,8 @@
 Floating-point conversions round the way bash does: the argument is first rounded to an
 x87 long double (64-bit mantissa), then printed exactly, so ``printf %.2f 2.345`` gives
 ``2.35`` like bash rather than Python's ``2.34``.
+
+Differential cases: ``cases_builtins.txt``, ``cases_quoting.txt``.
 """
 
 from __future__ import annotations

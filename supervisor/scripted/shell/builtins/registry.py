@@ -1,19 +1,33 @@
-"""The shell builtins of the logic-only shell, gathered in one table."""
+"""The shell builtins of the logic-only shell, gathered in one table.
+
+The table is built here, from the modules that define the builtins, and handed to each
+execution (``execution.run_script`` -> ``ExecContext``): the interpreter itself knows no
+builtin by name, so nothing is filled in as a side effect of importing it.
+
+Differential cases: ``cases_builtins.txt``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
+from .core import CORE_BUILTINS
+from .printf import printf
+from .test import builtin_bracket, builtin_test
+from .variables import VARS_BUILTINS
 
-def register_all(table: dict[str, Any]) -> None:
-    """Fill ``table`` (``interpreter.BUILTINS``) with every shell builtin."""
-    from ..conditions import builtin_bracket, builtin_test
-    from .core import CORE_BUILTINS
-    from .printf import printf
-    from .variables import VARS_BUILTINS
+if TYPE_CHECKING:
+    from ..interpreter import Builtin
 
-    table.update(CORE_BUILTINS)
-    table.update(VARS_BUILTINS)
-    table["printf"] = printf
-    table["test"] = builtin_test
-    table["["] = builtin_bracket
+#: every shell builtin by name (read-only)
+BUILTINS: Mapping[str, Builtin] = MappingProxyType(
+    {
+        **CORE_BUILTINS,
+        **VARS_BUILTINS,
+        "printf": printf,
+        "test": builtin_test,
+        "[": builtin_bracket,
+    }
+)

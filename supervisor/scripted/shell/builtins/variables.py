@@ -1,5 +1,9 @@
 """Builtins that create, describe and fill variables: declare/typeset/local/export/
-readonly, unset, read, mapfile/readarray."""
+readonly, unset, read, mapfile/readarray.
+
+Differential cases: ``cases_variables.txt``, ``cases_arrays.txt``,
+``cases_builtins.txt``.
+"""
 
 from __future__ import annotations
 
