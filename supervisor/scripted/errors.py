@@ -71,18 +71,12 @@ class ShellError(Exception):
 
 class FatalShellError(ShellError):
     """An expansion error after which a non-interactive bash exits (``${x:?}``,
-    ``set -u``, bad substitution, arithmetic errors in ``$(( ))``).
-
-    bash exits 127 for ``${x:?}`` and unset variables at the top level but 1 in a
-    subshell: ``status`` is the subshell status, ``top_status`` the top-level one."""
-
-    def __init__(self, message: str, status: int = 1, top_status: int | None = None) -> None:
-        super().__init__(message, status)
-        self.top_status = status if top_status is None else top_status
+    ``set -u``, bad substitution, arithmetic errors in ``$(( ))``), with status 1 as a
+    script file does (``bash -c`` alone exits 127 for ``${x:?}`` and ``set -u``)."""
 
 
 def unbound(name: str) -> FatalShellError:
-    return FatalShellError(f"{name}: unbound variable", 1, 127)
+    return FatalShellError(f"{name}: unbound variable", 1)
 
 
 class AbortExecution(Exception):

@@ -469,7 +469,7 @@ class Expander(Variables):
                     self.assign(p.name, text)
                 self._emit(text, None, False, quoted, b)
                 return
-            raise FatalShellError(f"{p.name}: {text or 'parameter null or not set'}", 1, 127)
+            raise FatalShellError(f"{p.name}: {text or 'parameter null or not set'}", 1)
         if unset and self.opt_nounset and p.name not in ("@", "*") and not p.indirect:
             raise unbound(p.name if p.index is None else p.text[2:-1])
         if not op:

@@ -141,11 +141,11 @@ class Interpreter(ControlMixin, Expander):
 
     async def run_program(self, program: A.Program) -> int:
         """Run a whole script: ``exit`` and fatal errors end it with their status."""
-        status = await self.run_to_exit(program.body, top=True)
+        status = await self.run_to_exit(program.body)
         self.status = status
         return await self.run_exit_trap(status)
 
-    async def run_to_exit(self, node: A.Node, top: bool = False) -> int:
+    async def run_to_exit(self, node: A.Node) -> int:
         """Run a (sub)shell's code; ``exit``, fatal errors and stray break/continue/
         return end it with a status instead of propagating."""
         try:
@@ -154,7 +154,7 @@ class Interpreter(ControlMixin, Expander):
             return exc.status
         except FatalShellError as exc:
             self.error(exc.message)
-            return exc.top_status if top else exc.status
+            return exc.status
         except (BreakLoop, ContinueLoop):
             return self.status
         except ReturnFromFunction as exc:
@@ -461,6 +461,7 @@ class Interpreter(ControlMixin, Expander):
         self.loop_depth, self.silent_loops = 0, False  # bash: a function is not in the loop
         self.func_depth += 1
         self.funcnames.append(fn.name)
+        self.call_lines.append(self.lineno)
         self.push_frame()
         try:
             status = await _DISPATCH[type(fn.body)](self, fn.body)
@@ -469,6 +470,7 @@ class Interpreter(ControlMixin, Expander):
         finally:
             self.pop_frame()
             self.funcnames.pop()
+            self.call_lines.pop()
             self.func_depth -= 1
             self.positional = saved_pos
             self.loop_depth, self.silent_loops = saved_loops
@@ -681,6 +683,7 @@ class Interpreter(ControlMixin, Expander):
         child.functions = dict(self.functions)
         child.positional = list(self.positional)
         child.funcnames = list(self.funcnames)
+        child.call_lines = list(self.call_lines)
         child.traps = {}
         child.out = out
         child.err = err

@@ -69,6 +69,7 @@ class Variables(ArithEnv):
     positional: list[str]
     arith_depth: int
     funcnames: list[str]
+    call_lines: list[int]
     start_time: float
     start_epoch: float
     random_state: int
@@ -79,6 +80,7 @@ class Variables(ArithEnv):
         self.gen = next(_generations)
         self.positional = []
         self.funcnames = []
+        self.call_lines = []  # the line each function on ``funcnames`` was called from
         self.arith_depth = 0
         self.start_time = time.monotonic()
         self.start_epoch = time.time()
@@ -105,9 +107,8 @@ class Variables(ArithEnv):
     def lookup(self, name: str) -> Var | None:
         v = self.vars.get(name)
         if v is None:
-            if name == "FUNCNAME" and self.funcnames:
-                return Var(dict(enumerate(reversed(self.funcnames))), ARRAY, self.gen)
-            return None
+            stack = _CALL_STACK.get(name)
+            return None if stack is None else Var(stack(self), ARRAY, self.gen)
         if v.attrs & NAMEREF and type(v.value) is str:
             return self.vars.get(v.value)
         return v
@@ -466,8 +467,21 @@ def _funcname(sh: Variables) -> str | None:
     return sh.funcnames[-1] if sh.funcnames else None
 
 
+# The call stack as a script file sees it (the script is the file ``bash``, the top
+# level is ``main``): innermost call first.
+_CALL_STACK: dict[str, Callable[[Variables], dict[Any, str]]] = {
+    "FUNCNAME": lambda sh: (
+        dict(enumerate([*reversed(sh.funcnames), "main"])) if sh.funcnames else {}
+    ),
+    "BASH_SOURCE": lambda sh: dict.fromkeys(range(len(sh.funcnames) + 1), "bash"),
+    "BASH_LINENO": lambda sh: dict(enumerate([*map(str, reversed(sh.call_lines)), "0"])),
+}
+
+
 _DYNAMIC: dict[str, Callable[[Variables], str | None]] = {
     "FUNCNAME": _funcname,
+    "BASH_SOURCE": lambda sh: "bash",
+    "BASH_LINENO": lambda sh: str(sh.call_lines[-1]) if sh.call_lines else "0",
     "RANDOM": _random,
     "SECONDS": _seconds,
     "EPOCHSECONDS": _epoch,

@@ -9,8 +9,12 @@ the next ``###`` line. Directive lines (removed from the script before it runs):
 * ``#! expect-stdout: <text>`` one expected stdout line (``<text>`` plus a newline); with
   skip-bash-compare and no such line, stdout must be empty.
 
-bash runs as ``/bin/bash --norc --noprofile -c <script>`` with only ``PATH=/usr/bin:/bin``
-and ``LC_ALL=C.UTF-8`` in its environment, in an empty temporary directory.
+bash runs the case as a script file, as a model's script runs (``/bin/bash --norc
+--noprofile bash``, the file named ``bash`` so that ``$0`` is ``bash``), with only
+``PATH=/usr/bin:/bin`` and ``LC_ALL=C.UTF-8`` in its environment, in an empty temporary
+directory. (Run with ``-c``, bash differs from a script file in a few places: an
+expansion error such as ``${x:?}`` exits 127 instead of 1, and ``FUNCNAME`` lacks
+``main``.)
 """
 
 from __future__ import annotations
@@ -89,11 +93,16 @@ def all_cases() -> list[Case]:
 
 
 def run_bash(script: str) -> tuple[str, int]:
-    with tempfile.TemporaryDirectory() as tmp:
+    """``script`` as a script file named ``bash``, found through ``PATH``: ``$0`` is
+    ``bash`` and the working directory stays empty; its first line resets ``PATH`` on the
+    same line (line numbers unchanged), and the file's directory is cut from the output
+    (``BASH_SOURCE`` and ``caller`` name the file by the path it was found at)."""
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as bindir:
+        Path(bindir, "bash").write_text(f"PATH={BASH_ENV['PATH']}; {script}")
         proc = subprocess.run(
-            ["bash", "--norc", "--noprofile", "-c", script],  # $0 is "bash", as in the peer
+            ["bash", "--norc", "--noprofile", "bash"],
             executable="/bin/bash",
-            env=BASH_ENV,
+            env={**BASH_ENV, "PATH": f"{bindir}:{BASH_ENV['PATH']}"},
             cwd=tmp,
             capture_output=True,
             timeout=20,
@@ -101,7 +110,8 @@ def run_bash(script: str) -> tuple[str, int]:
         )
         leftovers = os.listdir(tmp)
     assert not leftovers, f"case wrote files: {leftovers}"
-    return proc.stdout.decode("utf-8", "replace"), proc.returncode
+    stdout = proc.stdout.decode("utf-8", "replace").replace(f"{bindir}/bash", "bash")
+    return stdout, proc.returncode
 
 
 def text_commands() -> CommandTable:

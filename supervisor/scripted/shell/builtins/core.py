@@ -626,7 +626,23 @@ def shopt(sh: Interpreter, args: list[str]) -> int:
 
 
 def caller(sh: Interpreter, args: list[str]) -> int:
-    return 1
+    """``caller [n]``: where the current function (or the n-th caller) was called from,
+    in the script file ``bash`` (``main`` is the top level)."""
+    calls = sh.call_lines
+    if not args:
+        sh.out.write(f"{calls[-1]} bash\n" if calls else "0 NULL\n")
+        return 0
+    try:
+        n = int(args[0])
+    except ValueError:
+        sh.error(f"caller: {args[0]}: invalid number")
+        return 2
+    if n < 0 or n >= len(calls):
+        return 1
+    names = sh.funcnames
+    func = names[-2 - n] if n + 2 <= len(names) else "main"
+    sh.out.write(f"{calls[-1 - n]} {func} bash\n")
+    return 0
 
 
 def alias(sh: Interpreter, args: list[str]) -> int:

@@ -202,7 +202,7 @@ async def _declare_string(sh: Interpreter, item: str, opts: _Options, local: boo
 def _print_vars(sh: Interpreter, names: list[str], strict: bool = False) -> int:
     status = 0
     for name in names:
-        v = sh.vars.get(name)
+        v = sh.vars.get(name) or sh.lookup(name)  # or the call stack (FUNCNAME ...)
         if v is None:
             if strict:
                 sh.error(f"declare: {name}: not found")
