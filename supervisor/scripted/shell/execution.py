@@ -7,7 +7,7 @@ task group (background jobs) and a cancel scope whose deadline is the execution 
 first; CPU-bound scripts are stopped by the clock checks in the interpreter. Nothing a
 script does makes this function raise.
 
-Differential cases: ``cases_scripts.txt``, ``cases_errors.txt``.
+Differential cases: ``cases_scripts.txt``, ``cases_errors.txt``, ``cases_fidelity.txt``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ a shallow copy of the dict; a ``Var`` created by an outer shell is copied before
 changed in place (copy-on-write by generation), so nothing leaks back out.
 
 Differential cases: ``cases_variables.txt``, ``cases_arrays.txt``,
-``cases_functions.txt``.
+``cases_functions.txt``, ``cases_fidelity.txt``.
 """
 
 from __future__ import annotations
