@@ -11,12 +11,17 @@ the same operations, taken from the loop directly, once per session or pool.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import anyio
 import sniffio
+
+T = TypeVar("T")
 
 
 def in_event_loop() -> bool:
@@ -81,3 +86,61 @@ def _asyncio_wait_readable(loop: asyncio.AbstractEventLoop) -> Callable[[int], A
 def _set_once(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+async def run_in_daemon_thread(fn: Callable[[], T], name: str = "sandvisor-thread") -> T:
+    """``fn()`` in a daemon thread, awaited without blocking the loop and never abandoned:
+    a cancellation waits for ``fn`` to return, then propagates (as `anyio.to_thread`).
+
+    Not `anyio.to_thread` on asyncio: its worker threads are not daemons and end only with
+    the task that runs the loop, so a loop stopped without ending that task (a Ray actor's
+    loop, ``run_forever`` then ``stop``) left one blocked forever and the interpreter could
+    not exit. trio's own worker threads are daemons already."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        return await trio.to_thread.run_sync(fn)
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def work() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:
+            _post(loop, future, None, exc)
+        else:
+            _post(loop, future, result, None)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    cancelled: asyncio.CancelledError | None = None
+    while not future.done():
+        try:
+            with anyio.CancelScope(shield=True):  # anyio's cancellation waits outside
+                await asyncio.shield(future)
+        except asyncio.CancelledError as exc:  # asyncio's own (``task.cancel()``)
+            cancelled = exc
+        except BaseException:
+            break  # fn's own failure: the future holds it
+    if cancelled is not None:
+        raise cancelled
+    return future.result()
+
+
+def _post(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    result: Any,
+    exc: BaseException | None,
+) -> None:
+    """Settle ``future`` in its loop's thread; nothing if that loop is closed."""
+
+    def settle() -> None:
+        if future.done():
+            return
+        if exc is None:
+            future.set_result(result)
+        else:
+            future.set_exception(exc)
+
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+        loop.call_soon_threadsafe(settle)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
-import anyio
 import psutil
 
 from sandbox import (
@@ -23,6 +22,7 @@ from sandbox import (
     prepare_launch,
     worker_command,
 )
+from supervisor._loop import run_in_daemon_thread
 from supervisor.launch import SpawnedWorker
 
 
@@ -67,7 +67,9 @@ class SandboxedWorker:
         return [p.pid for p in sandbox.survivors(thorough=scan) if not _zombie(p)]
 
     async def cleanup(self) -> None:
-        await anyio.to_thread.run_sync(self._sandbox.cleanup)
+        """Reap, prove and remove in a daemon thread: a loop stopped meanwhile must not
+        keep the interpreter from exiting (the host's death takes the sandbox down)."""
+        await run_in_daemon_thread(self._sandbox.cleanup, "sandvisor-cleanup")
 
 
 class SandboxLauncher:

@@ -5,17 +5,30 @@ trio, handles, refusals, scripts with sandboxed tools, and a clean close."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio.lowlevel
 import psutil
 import pytest
 import trio
-from hosting_helpers import EXAMPLES, descendants, fd_count, host_threads, survivors
+from hosting_helpers import (
+    EXAMPLES,
+    child_env,
+    descendants,
+    fd_count,
+    host_threads,
+    survivors,
+)
 
+from sandbox.cgroups import detect_layout
 from supervisor import DuplicateOperation, Supervisor, SupervisorError
 from supervisor.audit import CallEvent
 from supervisor.hosting import AsyncioSupervisor
@@ -403,3 +416,41 @@ def test_a_scripted_tool_with_sandboxed_tools_runs_and_cancels_from_asyncio() ->
             assert (event.tool, event.status) == ("sleep", "cancelled")
 
     run(main)
+
+
+@pytest.mark.parametrize("mode", ["stopped", "thread"])
+def test_a_loop_stopped_without_aclose_lets_the_process_exit_and_leaves_nothing(
+    mode: str,
+) -> None:
+    """The loop stops with the supervisor running (``run_forever`` then ``stop``; a loop
+    thread stopped and joined, as a Ray actor's): the interpreter exits at once (a worker
+    thread of the loop kept it alive forever before) and its death takes every sandbox and
+    cgroup with it."""
+    child = Path(__file__).with_name("asyncio_exit_child.py")
+    proc = subprocess.run(
+        [sys.executable, str(child), mode], capture_output=True, env=child_env(), timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["started"]  # the fork server, the lifeline, the sandbox of the call
+    parents = [h.parent for h in detect_layout().hierarchies]
+
+    def leftovers() -> list[str]:
+        alive = [pid for pid in report["started"] if _alive(pid)]
+        cgroups = [
+            name for parent in parents for name in os.listdir(parent)
+            if name.startswith(report["prefix"])
+        ]  # fmt: skip
+        return [*map(str, alive), *cgroups]
+
+    deadline = time.monotonic() + 15
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not leftovers()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False

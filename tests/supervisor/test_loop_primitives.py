@@ -1,17 +1,20 @@
-"""`supervisor._pipes.PipeStream` and `supervisor._loop.current_loop` on both loops the
-supervisor runs on: real pipes, real readiness, real closing."""
+"""`supervisor._pipes.PipeStream`, `supervisor._loop.current_loop` and
+`run_in_daemon_thread` on both loops the supervisor runs on: real pipes, real readiness,
+real closing, real threads."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
 from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
 import trio
 
-from supervisor._loop import current_loop
+from supervisor._loop import current_loop, run_in_daemon_thread
 from supervisor._pipes import PipeStream
 
 Scenario = Callable[[], Awaitable[None]]
@@ -120,3 +123,43 @@ def test_the_loop_primitives_are_the_running_loops_own() -> None:
 
     on_both_loops(scenario)
     assert seen == {"trio", "asyncio"}
+
+
+def test_a_daemon_thread_runs_the_function_and_a_cancel_waits_for_it() -> None:
+    async def scenario() -> None:
+        seen: list[tuple[bool, bool]] = []
+
+        def work() -> str:
+            thread = threading.current_thread()
+            seen.append((thread.daemon, thread is threading.main_thread()))
+            time.sleep(0.2)
+            return "done"
+
+        assert await run_in_daemon_thread(work) == "done"
+        assert seen == [(True, False)]
+        with pytest.raises(ZeroDivisionError):
+            await run_in_daemon_thread(lambda: 1 / 0)
+        began = time.monotonic()
+        with anyio.move_on_after(0.05):  # anyio's cancellation waits for the function
+            await run_in_daemon_thread(work)
+        assert time.monotonic() - began >= 0.2
+
+    on_both_loops(scenario)
+
+
+def test_asyncio_task_cancel_waits_for_the_daemon_thread_then_propagates() -> None:
+    async def main() -> None:
+        ended = threading.Event()
+
+        def work() -> None:
+            time.sleep(0.2)
+            ended.set()
+
+        task = asyncio.create_task(run_in_daemon_thread(work))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert ended.is_set()
+
+    asyncio.run(main())
