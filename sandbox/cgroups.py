@@ -308,10 +308,22 @@ def sandbox_cgroup_name(uid: int, generation: int = 0) -> str:
 
 
 def _owner_alive(name: str) -> bool:
+    """Whether the host named in ``name`` still runs. A zombie host is dead: it holds no
+    fd and cleans nothing up, and its parent may never reap it (a Ray worker whose raylet
+    died first is reparented to a pid 1 that does not reap)."""
     parts = name.split("-")
     if len(parts) != 6 or parts[0] != "sv" or not parts[1].isdigit():
         return True  # not ours to judge
-    return str(host_start_time(int(parts[1]))) == parts[2]
+    pid = int(parts[1])
+    return str(host_start_time(pid)) == parts[2] and not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return True  # gone meanwhile
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
 
 
 @dataclass

@@ -21,7 +21,7 @@ import pytest
 import trio
 from sandbox_helpers import PYTHON, py_policy, read_line, run_py, start_py
 
-from sandbox.cgroups import collect_orphans, detect_layout
+from sandbox.cgroups import collect_orphans, detect_layout, host_start_time
 from sandbox.errors import LaunchError
 from sandbox.handle import Sandbox
 from sandbox.launch import Command, prepare_launch
@@ -271,6 +271,29 @@ def test_cgroups_of_dead_hosts_are_collected() -> None:
         collect_orphans(layout, again=True)
         assert not any(os.path.exists(path) for path in stale)
     finally:
+        for path in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(path)
+
+
+def test_cgroups_of_a_zombie_host_are_collected() -> None:
+    """A host that died but was never reaped (its parent gone first, under a pid 1 that
+    does not reap: a Ray worker whose raylet died) keeps its /proc entry and start time;
+    it cleans nothing up any more, so its cgroups are collected all the same."""
+    host = subprocess.Popen(["/bin/true"])
+    layout = detect_layout()
+    stale = [
+        os.path.join(h.parent, f"sv-{host.pid}-{host_start_time(host.pid)}-1-1879048193-ab")
+        for h in layout.hierarchies
+    ]
+    try:
+        assert wait_for(lambda: psutil.Process(host.pid).status() == psutil.STATUS_ZOMBIE)
+        for path in stale:
+            os.mkdir(path)
+        collect_orphans(layout, again=True)
+        assert not any(os.path.exists(path) for path in stale)
+    finally:
+        host.wait()
         for path in stale:
             with contextlib.suppress(FileNotFoundError):
                 os.rmdir(path)
