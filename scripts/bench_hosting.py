@@ -41,7 +41,7 @@ from typing import Any, Protocol
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from supervisor.hosting import AsyncioSupervisor, SyncSupervisor
-from supervisor.outcome import Outcome
+from supervisor.workers.outcome import Outcome
 
 ADAPTERS = ["worker_runtime.examples:registry"]
 TOOL, VALUE = "text.upper", "hello"

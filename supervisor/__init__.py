@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 from supervisor._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
-    "Supervisor": "supervisor.supervisor",
-    "SupervisorError": "supervisor.supervisor",
-    "DuplicateOperation": "supervisor.supervisor",
-    "CallHandle": "supervisor.calls",
-    "Outcome": "supervisor.outcome",
-    "CallEvent": "supervisor.audit",
-    "AuditStream": "supervisor.audit",
-    "WorkerUnavailable": "supervisor.pool",
+    "Supervisor": "supervisor.workers.supervisor",
+    "SupervisorError": "supervisor.workers.supervisor",
+    "DuplicateOperation": "supervisor.workers.supervisor",
+    "CallHandle": "supervisor.workers.calls",
+    "Outcome": "supervisor.workers.outcome",
+    "CallEvent": "supervisor.workers.call_audit",
+    "AuditStream": "supervisor.workers.call_audit",
+    "WorkerUnavailable": "supervisor.workers.pool",
     "AsyncioSupervisor": "supervisor.hosting.asyncio_host",
     "SyncSupervisor": "supervisor.hosting.sync_host",
 }
@@ -38,13 +38,13 @@ __all__ = [
 assert sorted(__all__) == sorted(_LAZY)
 
 if TYPE_CHECKING:
-    from supervisor.audit import AuditStream, CallEvent
-    from supervisor.calls import CallHandle
     from supervisor.hosting.asyncio_host import AsyncioSupervisor
     from supervisor.hosting.sync_host import SyncSupervisor
-    from supervisor.outcome import Outcome
-    from supervisor.pool import WorkerUnavailable
-    from supervisor.supervisor import DuplicateOperation, Supervisor, SupervisorError
+    from supervisor.workers.call_audit import AuditStream, CallEvent
+    from supervisor.workers.calls import CallHandle
+    from supervisor.workers.outcome import Outcome
+    from supervisor.workers.pool import WorkerUnavailable
+    from supervisor.workers.supervisor import DuplicateOperation, Supervisor, SupervisorError
 
 
 __getattr__ = lazy_exports(__name__, _LAZY)

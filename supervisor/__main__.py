@@ -1,5 +1,5 @@
 """`python -m supervisor` is the `sandvisor` command."""
 
-from supervisor.cli import main
+from supervisor.commands.cli import main
 
 raise SystemExit(main())

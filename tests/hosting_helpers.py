@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = "worker_runtime.examples:registry"
 DEMO = "worker_runtime.demo_adapters:registry"
 SANDVISOR = [sys.executable, "-m", "supervisor"]

@@ -1,5 +1,5 @@
-"""The gate of the test directories whose tests start real sandboxes (supervisor,
-hosting): their items are marked ``bwrap`` and ``cgroup``, and they skip, saying why,
+"""The gate of the test directories whose tests start real sandboxes (workers,
+hosting, commands): their items are marked ``bwrap`` and ``cgroup``, and they skip, saying why,
 where no sandbox can be had (a failure under ``SANDVISOR_REQUIRE_SANDBOX=1``, see
 ``conftest.py``). A module that starts no sandbox says ``NEEDS_SANDBOX = False``."""
 

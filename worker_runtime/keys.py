@@ -1,8 +1,8 @@
 """Directional keys (spec section 3) with the standard library only.
 
 The worker must not import `cryptography` (start-up time, sandbox binds), so HKDF-SHA256
-(RFC 5869) is written out here with `hmac`; `supervisor/keys.py` derives the same keys
-with `cryptography`, and shared test vectors prove the two agree.
+(RFC 5869) is written out here with `hmac`; `supervisor/workers/session_keys.py` derives
+the same keys with `cryptography`, and shared test vectors prove the two agree.
 """
 
 from __future__ import annotations

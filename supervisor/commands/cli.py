@@ -16,11 +16,17 @@ from typing import Protocol, cast
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("sandbox.cli_doctor", "check what this machine can sandbox, and how to fix it"),
     "exec": ("sandbox.cli_exec", "run one program in the default sandbox policy"),
-    "demo": ("supervisor.demo", "show the whole product on this machine in a few seconds"),
-    "script": ("supervisor.hosting.script_cli", "run a bash script over tools, sandboxed ones too"),
-    "tools": ("supervisor.tooldefs", "print tool definitions for OpenAI, Anthropic or MCP"),
-    "serve": ("supervisor.serve", "serve sandboxed tools as JSON lines (any language)"),
-    "mcp": ("supervisor.mcp_server", "serve scripted and sandboxed tools over MCP (stdio)"),
+    "demo": ("supervisor.commands.demo", "show the whole product on this machine in a few seconds"),
+    "script": ("supervisor.commands.script", "run a bash script over tools, sandboxed ones too"),
+    "tools": (
+        "supervisor.commands.tooldefs",
+        "print tool definitions for OpenAI, Anthropic or MCP",
+    ),
+    "serve": ("supervisor.commands.serve", "serve sandboxed tools as JSON lines (any language)"),
+    "mcp": (
+        "supervisor.commands.mcp_server",
+        "serve scripted and sandboxed tools over MCP (stdio)",
+    ),
 }
 
 

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 import trio
 
-from supervisor.external import failure_of
+from supervisor.workers.tool_callbacks import failure_of
 
 EXAMPLE_ADAPTERS = ["worker_runtime.demo_adapters:registry"]
 
@@ -139,8 +139,8 @@ def table(rows: list[Row]) -> str:
 async def run_demo(display: Display, *, deadline: float = 1.0) -> list[Row]:
     """Run the three steps with a fresh supervisor; the rows of the summary."""
     from sandbox.policy import SandboxPolicy
-    from supervisor.hosting.scripted_bridge import add_sandboxed_tools
-    from supervisor.supervisor import Supervisor
+    from supervisor.commands.scripted_bridge import add_sandboxed_tools
+    from supervisor.workers.supervisor import Supervisor
 
     rows: list[Row] = []
     started = time.monotonic()
@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     from sandbox.errors import SandboxUnavailable
     from sandbox.policy import SandboxPolicy
     from sandbox.probe import require
-    from supervisor.hosting.cli_common import (
+    from supervisor.commands.common import (
         EXIT_FAILED,
         EXIT_INTERRUPTED,
         EXIT_NO_SANDBOX,

@@ -27,13 +27,13 @@ from typing import Any
 
 import trio
 
-from supervisor.external import failure_of
 from supervisor.ledger import LedgerError, ToolPolicy
-from supervisor.outcome import Outcome
 from supervisor.scripted import ScriptedTool
 from supervisor.scripted.contract import ExecResult
 from supervisor.scripted.toolset import DiscoverTool, ScriptTool
-from supervisor.supervisor import Supervisor, SupervisorError
+from supervisor.workers.outcome import Outcome
+from supervisor.workers.supervisor import Supervisor, SupervisorError
+from supervisor.workers.tool_callbacks import failure_of
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ async def serve_mcp_stdio(
     """Serve over stdio until the client closes stdin, or SIGTERM/SIGINT (then the
     supervisor cancels its calls cooperatively and closes its workers). stdin and stdout
     are trio streams, so a signal never waits for a blocked read."""
-    from supervisor.hosting.stdio import protocol_fds, stop_on_signals
+    from supervisor.commands.stdio import protocol_fds, stop_on_signals
 
     with protocol_fds() as (fd_in, fd_out):
         source = trio.lowlevel.FdStream(fd_in)
@@ -236,7 +236,7 @@ async def serve_mcp_stdio(
                 await _serve(scripted, None, deadline, source, sink)
             else:
                 async with sup:
-                    from supervisor.hosting.scripted_bridge import add_sandboxed_tools
+                    from supervisor.commands.scripted_bridge import add_sandboxed_tools
 
                     add_sandboxed_tools(
                         scripted, sup.tools, lambda name: sup.tool_callback(name, deadline=deadline)
@@ -251,7 +251,7 @@ async def _serve(
 ) -> None:  # fmt: skip
     from mcp.server.stdio import stdio_server
 
-    from supervisor.hosting.stdio import LineReader, TextWriter
+    from supervisor.commands.stdio import LineReader, TextWriter
     from worker_runtime import __version__
 
     server = build_server(McpTools(scripted, sup, deadline=deadline), version=__version__)
@@ -264,7 +264,7 @@ async def _serve(
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from supervisor.hosting.cli_common import add_scripted_options, add_supervisor_options
+    from supervisor.commands.common import add_scripted_options, add_supervisor_options
 
     parser.description = (
         "Serve a ScriptedTool (the script tool and its discover tool) and sandboxed tools "
@@ -282,7 +282,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from supervisor.hosting.cli_common import (
+    from supervisor.commands.common import (
         EXIT_FAILED,
         EXIT_NO_SANDBOX,
         EXIT_OK,
@@ -290,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
         fail,
         supervisor_kwargs,
     )
-    from supervisor.hosting.script_cli import scripted_for_cli
+    from supervisor.commands.script import scripted_for_cli
 
     if args.deadline is not None and not 0 < args.deadline < math.inf:
         return fail("mcp", "--deadline must be a positive number of seconds", EXIT_USAGE)

@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from supervisor.hosting.cli_common import (
+from supervisor.commands.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_NO_SANDBOX,
@@ -29,7 +29,7 @@ from supervisor.hosting.cli_common import (
     load_scripted,
     supervisor_kwargs,
 )
-from supervisor.hosting.scripted_bridge import add_sandboxed_tools
+from supervisor.commands.scripted_bridge import add_sandboxed_tools
 from supervisor.scripted import ScriptedTool
 
 
@@ -59,7 +59,7 @@ def scripted_for_cli(args: argparse.Namespace) -> ScriptedTool:
     if args.scripted and args.example:
         raise ValueError("give --scripted or --example, not both")
     if args.example:
-        from supervisor.demo import EXAMPLE_ADAPTERS, example_scripted
+        from supervisor.commands.demo import EXAMPLE_ADAPTERS, example_scripted
 
         if not args.adapters:
             args.adapters = list(EXAMPLE_ADAPTERS)
@@ -83,7 +83,7 @@ def with_sandboxed_tools(
     """Run ``body(scripted)`` (sync or async) under trio, with a `Supervisor` for
     ``--adapters`` whose tools were added to ``scripted``; failures as one line."""
     from sandbox.errors import SandboxUnavailable
-    from supervisor.supervisor import Supervisor
+    from supervisor.workers.supervisor import Supervisor
 
     async def main() -> int:
         if not args.adapters:

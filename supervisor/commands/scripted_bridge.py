@@ -3,7 +3,7 @@
 Each tool a supervisor serves becomes a command of the same name: a text tool reads its
 input on stdin (``echo hi | text.upper``), a json tool takes its parameters as flags (and
 piped stdin as ``"stdin"``). Outcomes other than ``completed`` map to exit statuses (1,
-124 timed out, 125 indeterminate, 130 cancelled; see `supervisor.external`).
+124 timed out, 125 indeterminate, 130 cancelled; see `supervisor.workers.tool_callbacks`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported by the commands at start-up: keep it light
-    from supervisor.external import ExternalCallback
     from supervisor.ledger import ToolPolicy
     from supervisor.scripted import ScriptedTool
+    from supervisor.workers.tool_callbacks import ExternalCallback
 
 
 def describe_tool(policy: ToolPolicy) -> str:

@@ -23,15 +23,15 @@ import struct
 
 import trio
 
-from supervisor.hosting.cli_common import (
+from supervisor.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
     add_supervisor_options,
     fail,
     policy_from,
 )
-from supervisor.hosting.serve_session import ServeDefaults, ServeSession, serve_stream
-from supervisor.hosting.stdio import protocol_fds, stop_on_signals
+from supervisor.commands.serve_session import ServeDefaults, ServeSession, serve_stream
+from supervisor.commands.stdio import protocol_fds, stop_on_signals
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +73,7 @@ def defaults_from(args: argparse.Namespace) -> ServeDefaults:
 
 def run(args: argparse.Namespace) -> int:
     if args.schema:
-        from supervisor.hosting.serve_wire import json_schema
+        from supervisor.commands.serve_wire import json_schema
 
         print(json.dumps(json_schema(), indent=2))
         return EXIT_OK

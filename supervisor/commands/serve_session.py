@@ -27,13 +27,13 @@ import trio
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.policy import SandboxPolicy
 from supervisor._fdwrite import write_now
-from supervisor.audit import CallEvent
-from supervisor.calls import CallHandle
-from supervisor.hosting import serve_wire as wire
-from supervisor.hosting.scripted_bridge import add_sandboxed_tools
+from supervisor.commands import serve_wire as wire
+from supervisor.commands.scripted_bridge import add_sandboxed_tools
 from supervisor.ledger import DeadlineElapsed, InvalidInput, LedgerError, UnknownTool
-from supervisor.outcome import Outcome
-from supervisor.supervisor import DuplicateOperation, Supervisor, SupervisorError
+from supervisor.workers.call_audit import CallEvent
+from supervisor.workers.calls import CallHandle
+from supervisor.workers.outcome import Outcome
+from supervisor.workers.supervisor import DuplicateOperation, Supervisor, SupervisorError
 from worker_runtime import __version__
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from supervisor.audit import CallEvent
-from supervisor.outcome import Outcome
+from supervisor.workers.call_audit import CallEvent
+from supervisor.workers.outcome import Outcome
 
 PROTOCOL_VERSION = 1
 #: Longest request line accepted (bytes, before the newline).

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import trio
 
-from supervisor.hosting.serve_wire import LineBuffer, TooLong
+from supervisor.commands.serve_wire import LineBuffer, TooLong
 
 log = logging.getLogger(__name__)
 

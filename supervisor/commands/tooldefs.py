@@ -7,7 +7,7 @@ system prompt, which names every command and its flags (compact, names and one-l
 with discovery): that is the text the model reads before writing a script.
 
 ```python
-from supervisor.tooldefs import anthropic_tools, openai_tools
+from supervisor.commands.tooldefs import anthropic_tools, openai_tools
 client.chat.completions.create(..., tools=openai_tools(shop))
 client.messages.create(..., tools=anthropic_tools(shop, discovery=True))
 ```
@@ -144,7 +144,7 @@ def definitions(
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from supervisor.hosting.cli_common import add_scripted_options, add_supervisor_options
+    from supervisor.commands.common import add_scripted_options, add_supervisor_options
 
     parser.description = (
         "Print the JSON tool definitions a model API expects for a ScriptedTool (with "
@@ -167,12 +167,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from supervisor.hosting.script_cli import scripted_for_cli, with_sandboxed_tools
+    from supervisor.commands.script import scripted_for_cli, with_sandboxed_tools
 
     try:
         scripted = scripted_for_cli(args)
     except ValueError as exc:
-        from supervisor.hosting.cli_common import EXIT_USAGE, fail
+        from supervisor.commands.common import EXIT_USAGE, fail
 
         return fail("tools", str(exc), EXIT_USAGE)
 

@@ -2,8 +2,8 @@
 
 `AsyncioSupervisor` and `SyncSupervisor` take the `Supervisor`'s arguments: the first runs
 it on the caller's asyncio loop, the second in a dedicated trio thread (`host_thread`); see
-docs/hosting.md. The command-line hosts
-(`sandvisor serve`, `sandvisor mcp`) live in `supervisor.serve` and `supervisor.mcp_server`.
+docs/hosting.md. The command-line hosts (`sandvisor serve`, `sandvisor mcp`) are commands:
+`supervisor.commands.serve` and `supervisor.commands.mcp_server`.
 """
 
 from __future__ import annotations

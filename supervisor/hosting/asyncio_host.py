@@ -27,12 +27,12 @@ from typing import Any, TypeVar
 
 import anyio
 
-from supervisor.audit import AuditStream
-from supervisor.calls import CallHandle, ChunkCallback
-from supervisor.external import Decoder, Encoder, ExternalCallback
 from supervisor.ledger import ToolPolicy
-from supervisor.outcome import Outcome
-from supervisor.supervisor import SHUTDOWN_TIMEOUT, Supervisor, SupervisorError
+from supervisor.workers.call_audit import AuditStream
+from supervisor.workers.calls import CallHandle, ChunkCallback
+from supervisor.workers.outcome import Outcome
+from supervisor.workers.supervisor import SHUTDOWN_TIMEOUT, Supervisor, SupervisorError
+from supervisor.workers.tool_callbacks import Decoder, Encoder, ExternalCallback
 
 T = TypeVar("T")
 

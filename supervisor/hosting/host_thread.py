@@ -34,10 +34,10 @@ from typing import Any
 
 import trio
 
-from supervisor.calls import CallHandle, ChunkCallback
 from supervisor.hosting.mailbox import Mailbox
-from supervisor.outcome import Outcome
-from supervisor.supervisor import Supervisor, SupervisorError
+from supervisor.workers.calls import CallHandle, ChunkCallback
+from supervisor.workers.outcome import Outcome
+from supervisor.workers.supervisor import Supervisor, SupervisorError
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from supervisor.external import Decoder, Encoder, ExternalCallback, build_callback
 from supervisor.hosting.host_thread import Ended, HostThread, RemoteCall
 from supervisor.hosting.mailbox import Mailbox, current_loop_mailbox
 from supervisor.hosting.waiting import outcome_of, wait_async
 from supervisor.ledger import ToolPolicy
-from supervisor.outcome import Outcome
-from supervisor.supervisor import Supervisor, SupervisorError
+from supervisor.workers.outcome import Outcome
+from supervisor.workers.supervisor import Supervisor, SupervisorError
+from supervisor.workers.tool_callbacks import Decoder, Encoder, ExternalCallback, build_callback
 
 T = TypeVar("T")
 
@@ -115,7 +115,8 @@ class HostedSupervisor:
         """An async ``(params, stdin) -> str`` callback for `ScriptedTool.add_tool` that
         runs ``tool`` in this supervisor, from whatever loop runs the script (asyncio,
         trio, or the private loop of ``execute_sync``). Outcomes map to exit statuses as
-        in `supervisor.external`; cancelling the script cancels the call cooperatively."""
+        in `supervisor.workers.tool_callbacks`; cancelling the script cancels the call
+        cooperatively."""
         policy = self.tools.get(tool)
         if policy is None:
             raise ValueError(f"the supervisor has no tool {tool!r}")

@@ -26,13 +26,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
-from supervisor.audit import CallEvent
 from supervisor.hosting.host_thread import JOIN_TIMEOUT, Chunk, Ended, Failed, RemoteCall, Started
 from supervisor.hosting.hosted import HostedSupervisor, Result
 from supervisor.hosting.mailbox import BlockingMailbox
 from supervisor.hosting.waiting import ChunkDispatch, ChunkSink, outcome_of, wait_blocking
-from supervisor.outcome import Outcome
-from supervisor.supervisor import Supervisor, SupervisorError
+from supervisor.workers.call_audit import CallEvent
+from supervisor.workers.outcome import Outcome
+from supervisor.workers.supervisor import Supervisor, SupervisorError
 
 T = TypeVar("T")
 

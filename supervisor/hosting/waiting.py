@@ -16,8 +16,8 @@ import trio
 
 from supervisor.hosting.host_thread import Chunk, Ended, RemoteCall
 from supervisor.hosting.mailbox import AsyncioMailbox, AsyncMailbox, BlockingMailbox
-from supervisor.outcome import Outcome
-from supervisor.supervisor import SupervisorError
+from supervisor.workers.outcome import Outcome
+from supervisor.workers.supervisor import SupervisorError
 
 log = logging.getLogger(__name__)
 

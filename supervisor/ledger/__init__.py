@@ -37,7 +37,7 @@ from supervisor.ledger.errors import (
     UnknownOperation,
     UnknownTool,
 )
-from supervisor.ledger.keys import SessionNonce
+from supervisor.ledger.idempotency import SessionNonce
 from supervisor.ledger.policy import RetryClass, StreamPolicy, ToolPolicy
 from supervisor.ledger.types import (
     CancellationTicket,

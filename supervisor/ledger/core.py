@@ -58,7 +58,7 @@ from supervisor.ledger.errors import (
     StreamLimitExceeded,
     UnknownTool,
 )
-from supervisor.ledger.keys import SessionNonce
+from supervisor.ledger.idempotency import SessionNonce
 from supervisor.ledger.operation import Operation
 from supervisor.ledger.policy import RetryClass, ToolPolicy, check_id
 from supervisor.ledger.records import OpRecord

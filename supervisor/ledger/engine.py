@@ -33,7 +33,7 @@ from supervisor.ledger.errors import (
     UnknownOperation,
     UnknownTool,
 )
-from supervisor.ledger.keys import SessionNonce
+from supervisor.ledger.idempotency import SessionNonce
 from supervisor.ledger.operation import Operation
 from supervisor.ledger.policy import ToolPolicy
 from supervisor.ledger.records import OpRecord, result_digest

@@ -22,7 +22,7 @@ from types import TracebackType
 import anyio
 import msgspec
 
-from supervisor.outcome import Outcome, Status
+from supervisor.workers.outcome import Outcome, Status
 
 log = logging.getLogger(__name__)
 

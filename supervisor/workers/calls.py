@@ -28,11 +28,11 @@ from supervisor.ledger import (
     TimedOut,
 )
 from supervisor.ledger import Outcome as LedgerOutcome
-from supervisor.outcome import Outcome, Status
-from supervisor.watchdog import CallEnd, CancelReason
+from supervisor.workers.outcome import Outcome, Status
+from supervisor.workers.watchdog import CallEnd, CancelReason
 
 if TYPE_CHECKING:
-    from supervisor.session import Session, SessionCall
+    from supervisor.workers.session import Session, SessionCall
 
 log = logging.getLogger(__name__)
 

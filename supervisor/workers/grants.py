@@ -16,10 +16,10 @@ from typing import Literal
 import anyio
 import msgspec
 
-from supervisor._pipes import PipeStream
-from supervisor.launch import Launcher, start_worker
 from supervisor.ledger import StreamPolicy, ToolPolicy
-from supervisor.session import Capture
+from supervisor.workers.launcher import Launcher, start_worker
+from supervisor.workers.pipes import PipeStream
+from supervisor.workers.session import Capture
 from worker_runtime.limits import MAX_LINE_BYTES
 from worker_runtime.messages import Grant, Id, StreamLimits
 

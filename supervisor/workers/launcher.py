@@ -4,7 +4,7 @@ A session creates four pipes (protocol in and out, stdout, stderr), hands the ch
 to a `Launcher`, and gets back a `SpawnedWorker`: the started worker whose protocol pipes
 are its fds 3 and 4, plus what it takes to kill the whole process tree, say how it ended,
 and prove that nothing survived. The `Supervisor` always satisfies this with
-`supervisor.sandboxed.SandboxLauncher` (bubblewrap): there is no unsandboxed launcher in
+`supervisor.workers.sandboxed.SandboxLauncher` (bubblewrap): there is no unsandboxed launcher in
 the package, so there is nothing weaker to fall back to.
 """
 

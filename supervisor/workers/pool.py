@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 
 from supervisor._loop import Signal, current_loop
-from supervisor.session import Session, SessionStartError
+from supervisor.workers.session import Session, SessionStartError
 
 log = logging.getLogger(__name__)
 

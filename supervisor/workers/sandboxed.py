@@ -23,7 +23,7 @@ from sandbox import (
     worker_command,
 )
 from supervisor._loop import run_in_daemon_thread
-from supervisor.launch import SpawnedWorker
+from supervisor.workers.launcher import SpawnedWorker
 
 
 class SandboxedWorker:

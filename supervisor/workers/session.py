@@ -31,10 +31,10 @@ import anyio.abc
 
 from supervisor._fdwrite import write_now
 from supervisor._loop import Signal, current_loop
-from supervisor._pipes import PipeStream
-from supervisor.keys import derive_keys, new_session_id, new_session_key
-from supervisor.launch import Launcher, LaunchError, SpawnedWorker, start_worker
-from supervisor.watchdog import DEFAULT_CANCEL_GRACE, CallEnd, CallWatch, CancelReason
+from supervisor.workers.launcher import Launcher, LaunchError, SpawnedWorker, start_worker
+from supervisor.workers.pipes import PipeStream
+from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
+from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE, CallEnd, CallWatch, CancelReason
 from worker_runtime.bootstrap import encode_bootstrap
 from worker_runtime.errors import ConnectionDead, ProtocolError, Refused
 from worker_runtime.framing import LineReader

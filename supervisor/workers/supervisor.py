@@ -28,10 +28,6 @@ import anyio.lowlevel
 
 from sandbox import SandboxPolicy, Spawner
 from supervisor._loop import current_loop
-from supervisor.audit import AuditHub, AuditStream, CallEvent
-from supervisor.calls import CallHandle, ChunkCallback, SupervisedCall
-from supervisor.external import Decoder, Encoder, ExternalCallback, make_callback
-from supervisor.grants import describe, grant_for, merge_policies
 from supervisor.ledger import (
     AuditEvent,
     DeadlineElapsed,
@@ -44,11 +40,15 @@ from supervisor.ledger import (
 from supervisor.ledger import Outcome as LedgerOutcome
 from supervisor.ledger.audit import TERMINAL_KINDS
 from supervisor.ledger.policy import check_id
-from supervisor.outcome import Outcome
-from supervisor.pool import Pool, WorkerUnavailable
-from supervisor.sandboxed import SandboxLauncher, program_command, python_worker_command
-from supervisor.session import Session, SessionConfig, SessionUnusable
-from supervisor.watchdog import DEFAULT_CANCEL_GRACE
+from supervisor.workers.call_audit import AuditHub, AuditStream, CallEvent
+from supervisor.workers.calls import CallHandle, ChunkCallback, SupervisedCall
+from supervisor.workers.grants import describe, grant_for, merge_policies
+from supervisor.workers.outcome import Outcome
+from supervisor.workers.pool import Pool, WorkerUnavailable
+from supervisor.workers.sandboxed import SandboxLauncher, program_command, python_worker_command
+from supervisor.workers.session import Session, SessionConfig, SessionUnusable
+from supervisor.workers.tool_callbacks import Decoder, Encoder, ExternalCallback, make_callback
+from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE
 from worker_runtime.errors import Refused
 from worker_runtime.limits import MAX_SESSION_IDS
 from worker_runtime.messages import (
@@ -318,7 +318,8 @@ class Supervisor:
         decode: Decoder | None = None,
     ) -> ExternalCallback:
         """An async ``(params, stdin) -> str`` callback for `ScriptedTool.add_tool` that
-        runs ``tool`` here; outcomes map to exit statuses (see `supervisor.external`)."""
+        runs ``tool`` here; outcomes map to exit statuses (see
+        `supervisor.workers.tool_callbacks`)."""
         if deadline is not None:
             _check_seconds("deadline", deadline)
         return make_callback(self, tool, deadline=deadline, encode=encode, decode=decode)

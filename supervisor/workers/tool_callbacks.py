@@ -32,12 +32,12 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from supervisor.outcome import Outcome
 from supervisor.tools.context import current_call
 from supervisor.tools.definition import ToolFailure
+from supervisor.workers.outcome import Outcome
 
 if TYPE_CHECKING:
-    from supervisor.supervisor import Supervisor
+    from supervisor.workers.supervisor import Supervisor
 
 EXIT_FAILED = 1
 EXIT_TIMED_OUT = 124

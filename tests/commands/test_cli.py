@@ -16,8 +16,8 @@ import psutil
 import pytest
 from hosting_helpers import SANDVISOR, child_env
 
-from supervisor.cli import COMMANDS, main
-from supervisor.demo import Display, Row, table
+from supervisor.commands.cli import COMMANDS, main
+from supervisor.commands.demo import Display, Row, table
 
 HOSTING_COMMANDS = ("demo", "script", "tools", "serve", "mcp")
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from supervisor.hosting.serve_session import OutQueue
+from supervisor.commands.serve_session import OutQueue
 
 
 @pytest.fixture

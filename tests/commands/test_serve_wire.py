@@ -14,8 +14,8 @@ from hosting_helpers import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.hosting import serve_wire as wire
-from supervisor.outcome import Outcome
+from supervisor.commands import serve_wire as wire
+from supervisor.workers.outcome import Outcome
 
 NEEDS_SANDBOX = False
 SCHEMA_FILE = ROOT / "docs" / "serve-protocol.schema.json"

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from supervisor.demo import example_scripted
-from supervisor.scripted import DiscoveryMode, ScriptedTool, ScriptingToolSet, prompts
-from supervisor.tooldefs import (
+from supervisor.commands.demo import example_scripted
+from supervisor.commands.tooldefs import (
     anthropic_tools,
     definitions,
     mcp_tools,
     openai_tools,
     tool_call_executor,
 )
+from supervisor.scripted import DiscoveryMode, ScriptedTool, ScriptingToolSet, prompts
 
 NEEDS_SANDBOX = False
 

@@ -30,11 +30,11 @@ from hosting_helpers import (
 
 from sandbox.cgroups import detect_layout
 from supervisor import DuplicateOperation, Supervisor, SupervisorError
-from supervisor.audit import CallEvent
 from supervisor.hosting import AsyncioSupervisor
 from supervisor.ledger import InvalidInput, UnknownTool
-from supervisor.outcome import Outcome
 from supervisor.scripted import ScriptedTool
+from supervisor.workers.call_audit import CallEvent
+from supervisor.workers.outcome import Outcome
 
 
 def run(main: Callable[[AsyncioSupervisor], Awaitable[Any]], **kwargs: Any) -> Any:

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from proto_fixtures import KEYS, SESSION_KEY, SID, forge
 
-import supervisor.keys as host_keys
+import supervisor.workers.session_keys as host_keys
 import worker_runtime.keys as worker_keys
 from worker_runtime.messages import (
     Cancel,

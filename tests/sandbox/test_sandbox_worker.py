@@ -20,7 +20,7 @@ from sandbox.policy import Bind, SandboxPolicy
 from sandbox.pyworker import SITE, python_command, worker_command
 from sandbox.runner import run
 from sandbox.spawn import spawn
-from supervisor.keys import derive_keys, new_session_id, new_session_key
+from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
 from worker_runtime.protocol import (
     Grant,
     HostConnection,

@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from supervisor.keys import derive_keys, new_session_id, new_session_key
+from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
 from worker_runtime.messages import Body, WorkerMessage
 from worker_runtime.protocol import (
     Grant,

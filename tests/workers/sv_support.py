@@ -13,7 +13,7 @@ import psutil
 from sandbox import SandboxPolicy, python_command
 from sandbox.policy import DEFAULT_ENV
 from supervisor.ledger import ToolPolicy
-from supervisor.supervisor import Supervisor
+from supervisor.workers.supervisor import Supervisor
 
 ADAPTERS = "sv_test_adapters:registry"
 EXAMPLES = "worker_runtime.examples:registry"

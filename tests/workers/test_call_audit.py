@@ -12,8 +12,8 @@ import pytest
 import trio
 from sv_support import supervisor
 
-from supervisor.audit import AuditHub, CallEvent, encode_event
-from supervisor.outcome import Outcome
+from supervisor.workers.call_audit import AuditHub, CallEvent, encode_event
+from supervisor.workers.outcome import Outcome
 
 FIELDS = {
     "event", "v", "time", "op_id", "session_id", "rid", "idempotency_key", "tool", "attempt",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.grants import (
+from supervisor.ledger import StreamPolicy, ToolPolicy
+from supervisor.workers.grants import (
     DEFAULT_STREAM,
     DescribeError,
     ToolInfo,
@@ -13,7 +14,6 @@ from supervisor.grants import (
     merge_policies,
     parse_description,
 )
-from supervisor.ledger import StreamPolicy, ToolPolicy
 
 NEEDS_SANDBOX = False
 

@@ -10,8 +10,6 @@ import trio
 from sv_support import ADAPTERS, EXAMPLES, check_ledger, supervisor
 
 from supervisor import DuplicateOperation, Supervisor, SupervisorError
-from supervisor.audit import CallEvent
-from supervisor.grants import DescribeError
 from supervisor.ledger import (
     Cancelled,
     Completed,
@@ -19,7 +17,9 @@ from supervisor.ledger import (
     ToolPolicy,
     UnknownTool,
 )
-from supervisor.outcome import Outcome
+from supervisor.workers.call_audit import CallEvent
+from supervisor.workers.grants import DescribeError
+from supervisor.workers.outcome import Outcome
 
 
 async def test_text_and_json_results_complete() -> None:

@@ -1,4 +1,4 @@
-"""`supervisor._pipes.PipeStream`, `supervisor._loop.current_loop` and
+"""`supervisor.workers.pipes.PipeStream`, `supervisor._loop.current_loop` and
 `run_in_daemon_thread` on both loops the supervisor runs on: real pipes, real readiness,
 real closing, real threads."""
 
@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from supervisor._loop import current_loop, run_in_daemon_thread
-from supervisor._pipes import PipeStream
+from supervisor.workers.pipes import PipeStream
 
 Scenario = Callable[[], Awaitable[None]]
 

@@ -12,10 +12,10 @@ import pytest
 import trio
 from sv_support import assert_no_survivors, fd_table, fds_opened, rss, supervisor
 
-from supervisor.audit import CallEvent
 from supervisor.ledger.audit import TERMINAL_KINDS
-from supervisor.outcome import STATUSES
-from supervisor.supervisor import Supervisor
+from supervisor.workers.call_audit import CallEvent
+from supervisor.workers.outcome import STATUSES
+from supervisor.workers.supervisor import Supervisor
 
 MiB = 1024 * 1024
 
@@ -93,7 +93,7 @@ def check_invariants(sup: Supervisor, events: list[CallEvent], calls: int) -> No
 
 
 async def test_random_cancellations_under_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("supervisor.pool.HISTORY", 10_000)
+    monkeypatch.setattr("supervisor.workers.pool.HISTORY", 10_000)
     events: list[CallEvent] = []
     rng = random.Random(1234)
     async with supervisor(pool_size=2, max_in_flight=2, on_audit=events.append) as sup:
@@ -106,7 +106,7 @@ async def test_random_cancellations_under_load(monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.slow
 async def test_soak(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("supervisor.pool.HISTORY", 10_000)
+    monkeypatch.setattr("supervisor.workers.pool.HISTORY", 10_000)
     async with supervisor() as warm:  # the sandbox's one-time fd plugs
         await warm.invoke("echo", "x")
     gc.collect()

@@ -7,7 +7,9 @@ import pytest
 import trio
 from sv_support import supervisor
 
-from supervisor.external import (
+from supervisor.scripted import ScriptedTool
+from supervisor.workers.outcome import Outcome
+from supervisor.workers.tool_callbacks import (
     EXIT_CANCELLED,
     EXIT_FAILED,
     EXIT_INDETERMINATE,
@@ -15,8 +17,6 @@ from supervisor.external import (
     default_decoder,
     failure_of,
 )
-from supervisor.outcome import Outcome
-from supervisor.scripted import ScriptedTool
 
 
 async def test_outcomes_become_exit_statuses_in_a_script() -> None:

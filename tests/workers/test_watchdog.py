@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from supervisor.watchdog import CallWatch
+from supervisor.workers.watchdog import CallWatch
 
 NEEDS_SANDBOX = False
 
