@@ -3,7 +3,9 @@
 The sandbox gets the host interpreter's prefix read-only (nothing else of /root) and runs
 ``python -S -c CODE``. `PRELUDE` gives the hostile code ``sc(name, *args)``: a raw
 syscall through ctypes that returns 0 or the errno, so a test can assert exactly which
-rule refused it. `run_json` expects the code to print one JSON document last.
+rule refused it. `run_json` expects the code to print one JSON document last. Also what
+several test modules share: `sandvisor` (the command, as a user runs it) and the teardown
+checks (`uid_processes`, `wait_for`, `started`, `open_fds`, `alive`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import subprocess
 import sys
 import time
 from typing import Any
+
+import psutil
 
 from sandbox.handle import Sandbox
 from sandbox.launch import Command, prepare_launch
@@ -93,3 +97,54 @@ def read_line(sandbox: Sandbox, timeout: float = 10.0) -> str:
             raise EOFError(f"sandbox closed stdout; so far {data!r}")
         data += chunk
     return data.decode().strip()
+
+
+SANDVISOR = [sys.executable, "-m", "supervisor"]
+
+
+def sandvisor(
+    *args: str, input: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """The ``sandvisor`` command as a user runs it (this interpreter, a real process)."""
+    return subprocess.run(
+        [*SANDVISOR, *args], capture_output=True, timeout=60, input=input, env=env
+    )
+
+
+def uid_processes(uid: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["uids", "status"]):
+        uids = proc.info["uids"]
+        alive = proc.info["status"] != psutil.STATUS_ZOMBIE
+        if uids and uid in (uids.real, uids.effective) and alive:
+            found.append(proc)
+    return found
+
+
+def wait_for(predicate: object, timeout: float = 10.0) -> bool:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return bool(predicate())
+
+
+def started(sandbox: Sandbox, count: int) -> bool:
+    assert sandbox.cgroup is not None
+    return wait_for(lambda: len(sandbox.cgroup.pids()) >= count)
+
+
+def open_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def alive(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+TREE = Command(("/bin/sh", "-c", "for i in 1 2 3 4; do sleep 1000 & done; wait"))

@@ -1,25 +1,14 @@
-"""`sandvisor exec` and `sandvisor doctor` as a user runs them (real processes)."""
+"""`sandvisor exec` as a user runs it (real processes): statuses, caps, binds, refusals."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import sandvisor
 
-SANDVISOR = [sys.executable, "-m", "supervisor"]
 pytestmark = [pytest.mark.bwrap, pytest.mark.cgroup]
-
-
-def sandvisor(
-    *args: str, input: bytes | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [*SANDVISOR, *args], capture_output=True, timeout=60, input=input, env=env
-    )
 
 
 def test_exec_passes_output_and_status_through() -> None:
@@ -97,28 +86,3 @@ def test_exec_refuses_bad_input_clearly(tmp_path: Path) -> None:
     private.mkdir(mode=0o700)  # root's alone: the sandbox could not read it, so say so now
     p = sandvisor("exec", "--ro-bind", str(private), "--", "true")
     assert p.returncode == 125 and b"not readable by the sandbox" in p.stderr
-
-
-def test_doctor_reports_and_exits_zero_here() -> None:
-    p = sandvisor("doctor")
-    assert p.returncode == 0, p.stdout
-    text = p.stdout.decode()
-    for name in ("bubblewrap", "user namespaces", "seccomp", "cgroup memory", "smoke test"):
-        assert name in text
-    assert "Everything a default sandbox needs is here." in text
-
-
-def test_doctor_json_names_missing_things_and_their_fix() -> None:
-    p = sandvisor("doctor", "--json", "--no-smoke")
-    report = json.loads(p.stdout)
-    assert report["ok"] is True and p.returncode == 0
-    names = {c["name"] for c in report["checks"]}
-    assert {"root", "bubblewrap version", "cgroup pids", "mount API and pidfd"} <= names
-    # without bwrap the report says what is missing and how to fix it
-    env = {**os.environ, "SANDVISOR_BWRAP": "/nonexistent/bwrap"}
-    p = sandvisor("doctor", "--json", env=env)
-    report = json.loads(p.stdout)
-    assert p.returncode == 1
-    missing = {c["name"]: c for c in report["checks"] if c["status"] == "missing"}
-    assert report["ok"] is False and "bubblewrap" in missing
-    assert "apt-get install bubblewrap" in missing["bubblewrap"]["fix"]
