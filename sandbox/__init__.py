@@ -62,8 +62,9 @@ The pieces:
   ``killed``/``setup``, exit code, signal, limits hit, peak memory), ``survivors()``
   (psutil), ``cleanup()`` (kill, reap, prove nothing survives, remove cgroups).
 - `run(policy, argv, *, timeout, stdout_cap, stderr_cap, input=None) -> RunResult`.
-- `sandbox.probe.probe()` / `sandbox.probe.require(policy)`: what the machine offers
-  (`ProbeReport`); ``require`` is what every launch consults.
+- `sandbox.gate.require(policy)`: what every launch consults (the first thing missing
+  raises `SandboxUnavailable` with its fix); `sandbox.probe.probe()`: the report
+  ``sandvisor doctor`` prints (`ProbeReport`).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ import weakref
 from typing import IO, TYPE_CHECKING, Any
 
 from .errors import LaunchError
+from .fdwait import wait_readable
 from .forkserver_main import MAX_FDS, MAX_MESSAGE, VERSION
-from .handle import wait_readable
 
 if TYPE_CHECKING:
     from .launch import LaunchPlan

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from .cgroups import CgroupCounters, SandboxCgroup
 from .errors import ContainmentError
+from .fdwait import wait_readable
 from .policy import SandboxPolicy
 from .termination import BwrapStatus, Termination, classify
 
@@ -323,10 +324,3 @@ def _sigkill(pidfd: int) -> None:
     for sig in (signal.SIGCONT, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError, OSError):
             signal.pidfd_send_signal(pidfd, sig)
-
-
-def wait_readable(fd: int, timeout: float) -> bool:
-    """Whether ``fd`` became readable within ``timeout`` seconds."""
-    poller = select.poll()  # not select(): a busy host's fds may be above FD_SETSIZE
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(1, int(timeout * 1000))))

@@ -22,7 +22,6 @@ import resource
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from types import MappingProxyType
 from typing import Any
 
@@ -42,9 +41,9 @@ from .bwrap import (
 from .cgroups import CgroupLayout, SandboxCgroup, detect_layout
 from .childsetup import STAGE, ChildSetup
 from .errors import LaunchError, PolicyError, SandboxUnavailable
+from .gate import bwrap_path, require
 from .layout import synthetic_etc, system_mounts
 from .policy import Bind, SandboxPolicy, check_path, is_within
-from .probe import require
 from .seccomp import build_filter
 from .termination import BwrapStatus
 
@@ -52,8 +51,6 @@ from .termination import BwrapStatus
 #: systemd hands to users and containers (<= 0x6FFFFFFF), below its foreign range.
 UID_BASE = 0x70000000
 UID_SPAN = 1 << 24
-
-_FIX_BWRAP = "install bubblewrap >= 0.8.0 (apt-get install bubblewrap)"
 
 
 @dataclass(frozen=True)
@@ -76,27 +73,6 @@ class Command:
         for mask in self.masks:
             check_path(mask, "mask")
         check_path(self.cwd, "working directory")
-
-
-@cache
-def bwrap_path() -> str:
-    """``$SANDVISOR_BWRAP`` if set (exactly that file), else bwrap on PATH or in /usr/bin."""
-    chosen = os.environ.get("SANDVISOR_BWRAP")
-    if chosen is not None:
-        if not _executable(chosen):
-            raise SandboxUnavailable(
-                "bubblewrap (bwrap)", _FIX_BWRAP, f"SANDVISOR_BWRAP={chosen} is not executable"
-            )
-        return chosen
-    dirs = [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin"]
-    path = next((p for d in dirs if d and _executable(p := os.path.join(d, "bwrap"))), "")
-    if not path:
-        raise SandboxUnavailable("bubblewrap (bwrap)", _FIX_BWRAP, "not found on PATH")
-    return path
-
-
-def _executable(path: str) -> bool:
-    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def rlimits_for(policy: SandboxPolicy) -> tuple[tuple[int, int, int], ...]:

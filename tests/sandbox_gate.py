@@ -15,8 +15,8 @@ import pytest
 def sandbox_problem() -> str | None:
     """Why the default policy cannot run here, or None."""
     from sandbox.errors import SandboxUnavailable
+    from sandbox.gate import require
     from sandbox.policy import SandboxPolicy
-    from sandbox.probe import require
 
     try:
         require(SandboxPolicy())

@@ -243,8 +243,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sandbox.errors import SandboxUnavailable
+    from sandbox.gate import require
     from sandbox.policy import SandboxPolicy
-    from sandbox.probe import require
     from supervisor.commands.common import (
         EXIT_FAILED,
         EXIT_INTERRUPTED,

@@ -8,8 +8,8 @@ from functools import cache
 import pytest
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.gate import require
 from sandbox.policy import SandboxPolicy
-from sandbox.probe import require
 
 
 @cache
