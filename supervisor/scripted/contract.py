@@ -64,6 +64,9 @@ class ExecutionLimits:
     #: Largest string a variable, word or pipe may hold: memory stays bounded.
     max_value_bytes: int = 10_000_000
     max_background_jobs: int = 64
+    #: One budget for everything the script holds and builds (variables, arrays,
+    #: expansions, pipes, tool outputs, arithmetic and parse work), in bytes.
+    max_memory_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)

@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-MAX_PROGRAM = 20_000  # instructions: `(a{1,200}){1,200}` is refused, not expanded
-CHECK_EVERY = 4096
+from .budget import spend
 
-#: called every CHECK_EVERY steps of VM work (the engine checks its deadlines there)
-regex_check: ContextVar[Callable[[], None] | None] = ContextVar("regex_check", default=None)
-_work = [0]  # steps since the last check, across runs (a loop of short runs counts too)
+MAX_PROGRAM = 20_000  # instructions: `(a{1,200}){1,200}` is refused, not expanded
 
 # ------------------------------------------------------------------------------- syntax
 
@@ -374,7 +370,6 @@ class PikeRegex:
 
     def _run(self, text: str, pos: int, endpos: int, anchored: bool, full: bool) -> VMMatch | None:
         prog = self.prog
-        check = regex_check.get()
         clist: list[tuple[int, list[int]]] = []
         matched: list[int] | None = None
         add = self._add
@@ -403,11 +398,7 @@ class PikeRegex:
                 break
             clist = nlist
             i += 1
-            if check is not None:
-                _work[0] += len(clist) + 1
-                if _work[0] >= CHECK_EVERY:
-                    _work[0] = 0
-                    check()
+            spend(len(clist) + 1)
         if matched is None:
             return None
         return VMMatch(matched, text)

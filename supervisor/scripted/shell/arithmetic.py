@@ -5,29 +5,46 @@ zero), ``**`` by modular exponentiation (a huge exponent cannot stall the host),
 counts masked to 6 bits, ``&&``/``||``/``?:`` short-circuit, and a variable whose value is
 not a number is itself evaluated as an expression (bounded recursion).
 
-Differential cases: ``cases_arith.txt``.
+Differential cases: ``cases_arith.txt``, ``cases_int64.txt``.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
-INT_MIN = -(2**63)
-INT_MAX = 2**63 - 1
-_MOD = 2**64
+from ..budget import need, spend
+from ..integers import INT_MAX, INT_MIN, is_decimal, wrap, wrap_digits
+from .arith_vm import compile_program
+
 _MAX_NESTING = 100
 MAX_RECURSION = 64
+
+
+class Rest:
+    """The text from an operator on, for an error message: kept as an offset into the
+    expression and cut only when an error is reported (a long expression must not
+    keep a copy of its tail per operator)."""
+
+    __slots__ = ("offset", "text")
+
+    def __init__(self, text: str, offset: int) -> None:
+        self.text = text
+        self.offset = offset
+
+    def __str__(self) -> str:
+        return self.text[self.offset :].strip()
 
 
 class ArithError(Exception):
     """An arithmetic error; rendered as ``<expr>: <message> (error token is "<tok>")``."""
 
-    def __init__(self, message: str, token: str | None = None) -> None:
+    def __init__(self, message: str, token: str | Rest | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.token = token
+        self.token = None if token is None else str(token)
 
     def render(self, expr: str) -> str:
         if self.token is None:
@@ -58,13 +75,6 @@ class ArithEnv(Protocol):
 Fn = Callable[[ArithEnv], int]
 
 
-def wrap(v: int) -> int:
-    """Two's-complement 64-bit wraparound."""
-    if INT_MIN <= v <= INT_MAX:
-        return v
-    return ((v - INT_MIN) % _MOD) + INT_MIN
-
-
 _TOKEN = re.compile(
     r"\s*(?:"
     r"(?P<num>[0-9][0-9A-Za-z_@#]*)"
@@ -81,39 +91,48 @@ _DIGIT_VALUE = {
 }
 
 
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
 def parse_number(text: str) -> int:
-    """An integer constant: decimal, ``0x`` hex, ``0`` octal or ``base#digits``."""
+    """An integer constant: decimal, ``0x`` hex, ``0`` octal or ``base#digits``; any
+    length, accumulated modulo 2**64 as bash does."""
     if "#" in text:
         base_s, _, digits = text.partition("#")
-        if not base_s.isdigit() or not digits:
+        if not is_decimal(base_s) or not digits:
             raise ArithError("invalid number", text)
-        base = int(base_s)
+        base = int(base_s) if len(base_s) < 4 else 0
         if not 2 <= base <= 64:
             raise ArithError("invalid arithmetic base", text)
-        value = 0
-        for ch in digits:
-            d = _DIGIT_VALUE.get(ch)
-            if d is not None and base <= 36 and "A" <= ch <= "Z":
-                d -= 26
-            if d is None or d >= base:
-                raise ArithError("value too great for base", text)
-            value = value * base + d
-        return wrap(value)
+        return _based(digits, base, text)
     if text[:2] in ("0x", "0X"):
-        try:
-            return wrap(int(text[2:], 16))
-        except ValueError:
-            raise ArithError("value too great for base", text) from None
-    if len(text) > 1 and text[0] == "0":
-        if not text.isdigit():
-            raise ArithError("value too great for base", text)
-        try:
-            return wrap(int(text, 8))
-        except ValueError:
-            raise ArithError("value too great for base", text) from None
-    if not text.isdigit():
+        return _based(text[2:], 16, text) if len(text) > 2 else 0
+    if not is_decimal(text):
         raise ArithError("value too great for base", text)
-    return wrap(int(text))
+    if len(text) > 1 and text[0] == "0":
+        return _based(text, 8, text)
+    return wrap_digits(text, 10)
+
+
+def _based(digits: str, base: int, text: str) -> int:
+    if base <= 36:
+        if _valid_digits(base).fullmatch(digits) is None:
+            raise ArithError("value too great for base", text)
+        return wrap_digits(digits.lower(), base)
+    values = [_DIGIT_VALUE.get(ch, 64) for ch in digits]
+    if max(values) >= base:
+        raise ArithError("value too great for base", text)
+    spend(len(values) // 8)
+    value = 0
+    for d in values:
+        value = (value * base + d) & 0xFFFFFFFFFFFFFFFF
+    return wrap(value)
+
+
+@functools.cache
+def _valid_digits(base: int) -> re.Pattern[str]:
+    allowed = _BASE36[:base]
+    return re.compile(f"[{allowed}{allowed.upper()}]+")
 
 
 def _div(a: int, b: int) -> int:
@@ -133,7 +152,7 @@ def _mod(a: int, b: int) -> int:
 def _pow(a: int, b: int) -> int:
     if b < 0:
         raise ArithError("exponent less than 0", None)
-    return wrap(pow(a, b, _MOD))
+    return wrap(pow(a, b, 1 << 64))
 
 
 _BINARY: dict[str, Callable[[int, int], int]] = {
@@ -195,7 +214,9 @@ class _Parser:
         self.text = text
         self.tokens: list[tuple[str, str, int]] = []  # (kind, value, offset)
         pos, n = 0, len(text)
+        append = self.tokens.append
         while pos < n:
+            spend()
             m = _TOKEN.match(text, pos)
             if m is None or m.end() == pos:
                 if text[pos:].strip() == "":
@@ -205,7 +226,7 @@ class _Parser:
             kind = m.lastgroup
             if kind is None:
                 break
-            self.tokens.append((kind, m.group(kind), m.start(kind)))
+            append((kind, m.group(kind), m.start(kind)))
             pos = m.end()
         self.i = 0
         self.depth = 0
@@ -214,6 +235,16 @@ class _Parser:
         if self.i >= len(self.tokens):
             return ""
         return self.text[self.tokens[self.i][2] :].strip()
+
+    def lazy_rest(self) -> Rest:
+        if self.i >= len(self.tokens):
+            return Rest("", 0)
+        return Rest(self.text, self.tokens[self.i][2])
+
+    def deeper(self) -> None:
+        self.depth += 1
+        if self.depth > _MAX_NESTING:
+            raise ArithError("expression recursion level exceeded", self.rest() or None)
 
     def peek(self) -> str | None:
         if self.i < len(self.tokens):
@@ -244,8 +275,10 @@ class _Parser:
             if left[0] not in _LVALUES:
                 raise ArithError("attempted assignment to non-variable", self.rest())
             self.i += 1
-            token = self.rest()
+            token = self.lazy_rest()
+            self.deeper()
             right = self.assignment()
+            self.depth -= 1
             return ("set", op, left, right, token)
         return left
 
@@ -254,9 +287,11 @@ class _Parser:
         if self.peek() != "?":
             return cond
         self.i += 1
+        self.deeper()
         yes = self.assignment()
         self.expect(":")
         no = self.assignment()
+        self.depth -= 1
         return ("if", cond, yes, no)
 
     def binary(self, min_prec: int) -> Node:
@@ -266,9 +301,15 @@ class _Parser:
             prec = _PRECEDENCE.get(op) if op is not None else None
             if prec is None or prec < min_prec:
                 return left
+            spend(4)
             self.i += 1
-            token = self.rest()
-            right = self.binary(prec if op == "**" else prec + 1)
+            token = self.lazy_rest()
+            if op == "**":
+                self.deeper()
+                right = self.binary(prec)
+                self.depth -= 1
+            else:
+                right = self.binary(prec + 1)
             if op == "&&":
                 left = ("and", left, right)
             elif op == "||":
@@ -383,7 +424,7 @@ class _Gen:
                 return f"(1 if {a} {op} {b} else 0)"
             if op in _BIT_OPS:
                 return f"({a} {op} {b})"
-            return f"_binop({op!r}, {a}, {b}, {n[4]!r})"
+            return f"_binop({op!r}, {a}, {b}, {self.const(n[4])})"
         if kind == "and":
             return f"(1 if {self.expr(n[1])} and {self.expr(n[2])} else 0)"
         if kind == "or":
@@ -396,7 +437,7 @@ class _Gen:
         if kind == "set":
             op, target, value = n[1], n[2], self.expr(n[3])
             if op != "=":
-                value = f"_binop({op[:-1]!r}, {self.expr(target)}, {value}, {n[4]!r})"
+                value = f"_binop({op[:-1]!r}, {self.expr(target)}, {value}, {self.const(n[4])})"
             return self.store(target, value)
         if kind in ("pre", "post"):
             target = n[2]
@@ -418,15 +459,40 @@ class _Gen:
         return self.const(_compile_tree(n))
 
 
-def _binop(op: str, a: int, b: int, token: str) -> int:
+def _binop(op: str, a: int, b: int, token: Rest) -> int:
     try:
         return _BINARY[op](a, b)
     except ArithError as exc:
-        exc.token = token
+        exc.token = str(token)
         raise
 
 
+#: expressions past these sizes run on the stack machine (``arith_vm``): Python's
+#: compiler refuses deep nesting and costs memory out of proportion to a long expression
+_CODEGEN_NODES = 400
+_CODEGEN_DEPTH = 24
+
+
+def _small(node: Node, budget: list[int], depth: int = 0) -> bool:
+    """Whether the tree has at most ``budget[0]`` nodes and ``_CODEGEN_DEPTH`` levels
+    (stops as soon as it knows: never recurses past the depth limit)."""
+    budget[0] -= 1
+    if budget[0] < 0 or depth > _CODEGEN_DEPTH:
+        return False
+    for child in node[1:]:
+        if type(child) is tuple and child and type(child[0]) is str:
+            if not _small(child, budget, depth + 1):
+                return False
+        elif type(child) is list:
+            for x in child:
+                if not _small(x, budget, depth + 1):
+                    return False
+    return True
+
+
 def _compile_tree(node: Node) -> Fn:
+    if not _small(node, [_CODEGEN_NODES]):
+        return compile_program(node, _compile_tree)
     gen = _Gen()
     body = gen.expr(node)
     lines = ["def _f(env):"]
@@ -439,6 +505,10 @@ def _compile_tree(node: Node) -> Fn:
     exec(compile("\n".join(lines), "<arithmetic>", "exec"), namespace)
     return namespace["_f"]  # type: ignore[return-value]
 
+
+#: bytes of parse and compile work per character of a long expression (tokens, tree and
+#: program), checked against the execution's memory budget before it starts
+_WORK_PER_CHAR = 160
 
 _CACHE: dict[str, Fn] = {}
 _CACHE_MAX = 4096
@@ -456,6 +526,8 @@ def compile_arith(text: str) -> Fn:
     if not text.strip():
         fn = _zero
     else:
+        if len(text) > 4096:
+            need(len(text) * _WORK_PER_CHAR)  # tokens, tree and program
         p = _Parser(text)
         node = p.comma()
         if p.i < len(p.tokens):
@@ -478,7 +550,7 @@ def string_to_int(value: str, env: ArithEnv) -> int:
     """The integer value of a variable's text: a number, or an expression evaluated in
     turn (``x="y+1"``); empty is 0. The caller bounds the recursion."""
     if value.isdigit() and value.isascii() and (value[0] != "0" or len(value) == 1):
-        return wrap(int(value))
+        return wrap_digits(value, 10)
     s = value.strip()
     if not s:
         return 0

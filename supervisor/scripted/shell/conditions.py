@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..errors import ShellError
+from ..integers import decimal64
 from .state import NAMEREF
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ UNARY = frozenset({"-" + c for c in FILE_TESTS} | {"-z", "-n", "-v", "-o", "-R"}
 BINARY = frozenset(
     {"=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef"}
 )
-_INT_RE = re.compile(r"\s*[-+]?[0-9]+\s*\Z")
 _SUBSCRIPT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(.*)\]\Z", re.DOTALL)
 
 _OPTION_NAMES = {
@@ -56,8 +56,8 @@ def unary_test(sh: Expander, op: str, arg: str) -> bool:
                 return bool(sh.values(name))
             key: int | str = sub if sh.is_assoc(name) else sh.arith_expr(sub)
             return sh.get_item(name, key) is not None
-        if arg.isdigit():
-            return int(arg) <= len(sh.positional)
+        if arg.isdigit() and arg.isascii():
+            return len(arg.lstrip("0")) < 10 and int(arg) <= len(sh.positional)
         return sh.get(arg) is not None
     if op == "-o":
         attr = _OPTION_NAMES.get(arg)
@@ -69,13 +69,16 @@ def unary_test(sh: Expander, op: str, arg: str) -> bool:
 
 
 def _int(text: str, cond: bool, sh: Expander) -> int:
-    if text.isdigit() and text.isascii():
-        return int(text)
+    """An operand of ``-eq``...: in ``[[ ]]`` an arithmetic expression (``010`` is
+    octal, a huge constant wraps); in ``test``/``[`` a decimal within 64 bits."""
     if cond:
+        if text.isdigit() and text.isascii() and text[0] != "0" and len(text) < 19:
+            return int(text)
         return sh.arith_expr(text)
-    if not _INT_RE.match(text):
+    value = decimal64(text)
+    if value is None:
         raise TestSyntaxError(f"{text}: integer expression expected")
-    return int(text)
+    return value
 
 
 def binary_test(sh: Expander, op: str, a: str, b: str, cond: bool = False) -> bool:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 import anyio
 
+from ..budget import Budget, current_budget
 from ..contract import ExecResult, ExecutionLimits, ScriptRequest, execution_deadline
 from ..errors import (
     AbortExecution,
@@ -26,7 +27,6 @@ from ..errors import (
     RequestTimeout,
     ShellSyntaxError,
 )
-from ..safe_regex import regex_check
 from ..syntax.parser import parse
 from .builtins.registry import BUILTINS
 from .context import ExecContext, duration_debug
@@ -127,7 +127,16 @@ def _cap(text: str, limit: int, truncated: bool) -> tuple[str, bool]:
 
 
 async def run_script(request: ScriptRequest) -> ExecResult:
-    """Run one script (see the module docstring); works under trio and asyncio."""
+    """Run one script (see the module docstring); works under trio and asyncio. Nothing
+    the script does escapes as an exception: a defect is a clean ``internal error``."""
+    try:
+        return await _run_script(request)
+    except Exception as exc:  # parse or set-up: fail closed, the host goes on
+        message, _ = _classify(exc)
+        return _abort(message or "execution error: internal error")
+
+
+async def _run_script(request: ScriptRequest) -> ExecResult:
     start = time.monotonic()
     limits = request.limits
     script = request.script
@@ -167,7 +176,7 @@ async def run_script(request: ScriptRequest) -> ExecResult:
     sh = Interpreter(ctx, out, err)
     init_shell(sh, request.env)
     token = execution_deadline.set(exec_deadline)
-    check_token = regex_check.set(ctx.check_time)
+    budget_token = current_budget.set(Budget(ctx.check_time, limits.max_memory_bytes))
     status = 1
     abort: str | None = None
     timed_out = False
@@ -195,7 +204,7 @@ async def run_script(request: ScriptRequest) -> ExecResult:
                 ).message
     finally:
         execution_deadline.reset(token)
-        regex_check.reset(check_token)
+        current_budget.reset(budget_token)
     if timed_out:
         assert request.request_timeout_seconds is not None
         return _timeout_result(request.request_timeout_seconds)
@@ -232,6 +241,10 @@ def _classify(exc: BaseException) -> tuple[str | None, bool]:
         return exc.message, False
     if isinstance(exc, RecursionError):
         return "resource limit exceeded: maximum recursion depth exceeded", False
+    if isinstance(exc, MemoryError):
+        return "resource limit exceeded: memory limit exceeded (the host is out of memory)", False
     if isinstance(exc, Exception):  # a defect must not take the host down: fail closed
-        return f"execution error: internal error ({type(exc).__name__}: {exc})", False
+        text = " ".join(str(exc).split())
+        text = text if len(text) <= 200 else text[:200] + "..."
+        return f"execution error: internal error ({type(exc).__name__}: {text})", False
     return None, False

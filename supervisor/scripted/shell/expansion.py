@@ -16,6 +16,7 @@ import re
 
 from ..contract import ExecutionLimits
 from ..errors import AbortExecution, FatalShellError, LimitExceeded, unbound
+from ..integers import INT_MAX
 from ..syntax import ast as A
 from .arithmetic import ArithError, compile_arith
 from .param_ops import (
@@ -385,7 +386,7 @@ class Expander(Variables):
         if name == "-":
             return self.flags_string()
         if name.isdigit():
-            i = int(name)
+            i = int(name) if len(name) < 19 else INT_MAX
             return self.positional[i - 1] if i <= len(self.positional) else None
         return self.get(name)
 

@@ -25,11 +25,13 @@ import anyio.lowlevel
 
 from ..contract import CommandResult
 from ..errors import (
+    AbortExecution,
     BreakLoop,
     ContinueLoop,
     ExitShell,
     FatalShellError,
     LimitExceeded,
+    RequestTimeout,
     ReturnFromFunction,
     ShellError,
     ShellSyntaxError,
@@ -362,6 +364,8 @@ class Interpreter(ControlMixin, Expander):
         stdin = self.stdin.read_all() if self.stdin is not None else None
         try:
             result = impl(argv[1:], stdin)
+        except (AbortExecution, RequestTimeout):
+            raise  # a limit or the deadline, met inside the command: ends the execution
         except Exception as exc:  # a command must not take the interpreter down
             self.error(f"{name}: {type(exc).__name__}: command failed")
             return 1
@@ -382,6 +386,8 @@ class Interpreter(ControlMixin, Expander):
         try:
             if inspect.isawaitable(result):
                 result = await result
+        except (AbortExecution, RequestTimeout):
+            raise
         except Exception as exc:
             self.error(f"{name}: {type(exc).__name__}: command failed")
             return 1

@@ -18,7 +18,8 @@ from itertools import count
 from typing import Any
 
 from ..errors import ShellError, unbound
-from .arithmetic import INT_MAX, ArithEnv, ArithError, string_to_int, wrap
+from ..integers import wrap
+from .arithmetic import ArithEnv, ArithError, string_to_int
 
 READONLY = 1
 EXPORT = 2
@@ -393,13 +394,13 @@ class Variables(ArithEnv):
                     val.isdigit()
                     and val.isascii()
                     and (val[0] != "0" or len(val) == 1)
+                    and len(val) < 19
                     and not v.attrs & NAMEREF
                 ):
                     n = int(val)
-                    if n <= INT_MAX:
-                        v.num = n
-                        v.numsrc = val
-                        return n
+                    v.num = n
+                    v.numsrc = val
+                    return n
             elif val is None:
                 return 0
         s = self.get(name)

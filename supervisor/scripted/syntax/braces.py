@@ -11,6 +11,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 from ..errors import ParseLimitError
+from ..integers import decimal64
 from .ast import BraceWord, Lit, Part, Word
 from .word_parser import make_word
 
@@ -110,12 +111,15 @@ def _sequence(tokens: list[Token]) -> list[str] | None:
         return None
     step = 1
     if len(pieces) == 3:
-        if not _is_int(pieces[2]):
+        given = decimal64(pieces[2]) if _is_int(pieces[2]) else None
+        if given is None:  # not a number, or past 64 bits: bash leaves the word alone
             return None
-        step = abs(int(pieces[2])) or 1
+        step = abs(given) or 1
     a, b = pieces[0], pieces[1]
     if _is_int(a) and _is_int(b):
-        x, y = int(a), int(b)
+        x, y = decimal64(a), decimal64(b)
+        if x is None or y is None:
+            return None
         count = abs(y - x) // step + 1
         if count > MAX_BRACE_WORDS:
             raise ParseLimitError(f"brace expansion too large (max {MAX_BRACE_WORDS} words)")

@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from ...errors import BreakLoop, ContinueLoop, ExitShell, ReturnFromFunction, ShellError
+from ...integers import decimal64
 from ...syntax.printer import format_function
 from ...syntax.word_parser import decode_ansi_c
 from ..arithmetic import ArithError, compile_arith
@@ -88,11 +89,10 @@ def false(sh: Interpreter, args: list[str]) -> int:
 
 
 def _number(sh: Interpreter, name: str, text: str) -> int | None:
-    t = text.strip()
-    if not (t[1:] if t[:1] in "+-" else t).isdigit():
+    value = decimal64(text)
+    if value is None:
         sh.error(f"{name}: {text}: numeric argument required")
-        return None
-    return int(t)
+    return value
 
 
 def exit_(sh: Interpreter, args: list[str]) -> int:
@@ -658,10 +658,7 @@ def getopts(sh: Interpreter, args: list[str]) -> int:
     silent = spec.startswith(":")
     if silent:
         spec = spec[1:]
-    try:
-        optind = int(sh.get("OPTIND") or "1")
-    except ValueError:
-        optind = 1
+    optind = decimal64(sh.get("OPTIND") or "1") or 1
     if optind < 1:
         optind = 1
     if optind != sh.getopts_ind:

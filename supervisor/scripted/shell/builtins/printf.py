@@ -16,6 +16,7 @@ import time
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from ...integers import decimal64
 from ...syntax.word_parser import decode_ansi_c
 from ..param_ops import quote_printf
 
@@ -53,7 +54,9 @@ class _Args:
             return self.args[self.i - 1]
         return None
 
-    def integer(self) -> int:
+    def integer(self, unsigned: bool = False) -> int:
+        """The next argument as ``strtoimax`` reads it (``strtoumax`` for ``unsigned``
+        conversions): clamped to 64 bits with bash's warning."""
         a = self.next()
         if a is None or a == "":
             return 0
@@ -64,14 +67,20 @@ class _Args:
             lead = re.match(r"\s*[-+]?\d+", a)
             self.sh.error(f"printf: {a}: invalid number")
             self.failed = True
-            return int(lead.group(0)) if lead else 0
+            return _clamped(lead.group(0)) if lead else 0
         sign, digits = m.group(1), m.group(2)
         if digits[:2] in ("0x", "0X"):
             value = int(digits[2:], 16)
         elif len(digits) > 1 and digits[0] == "0":
             value = int(digits, 8)
         else:
-            value = int(digits)
+            digits = digits.lstrip("0") or "0"
+            value = int(digits) if len(digits) <= 20 else _U64  # past 64 bits either way
+        if unsigned:
+            if value >= _U64:
+                self.sh.error(f"printf: warning: {a}: Numerical result out of range")
+                return _U64 - 1
+            return -value if sign == "-" else value
         value = -value if sign == "-" else value
         if value > 2**63 - 1 or value < -(2**63):
             self.sh.error(f"printf: warning: {a}: Numerical result out of range")
@@ -92,12 +101,59 @@ class _Args:
             if text.lower().startswith(("0x", "-0x", "+0x")):
                 frac = Fraction(float.fromhex(text))
             else:
-                frac = Fraction(text)
+                short = _short_decimal(text)
+                if isinstance(short, float):
+                    return short
+                frac = Fraction(short)
         except (ValueError, ZeroDivisionError):
             self.sh.error(f"printf: {a}: invalid number")
             self.failed = True
             return decimal.Decimal(0)
         return _long_double(frac)
+
+
+_DECIMAL_TEXT = re.compile(r"([-+]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([-+]?[0-9]+))?")
+
+
+def _size(digits: str) -> int:
+    """A width or precision written in the format (clamped to MAX_WIDTH by the caller)."""
+    return int(digits) if len(digits) < 10 else 2**31
+
+
+def _clamped(text: str) -> int:
+    """A decimal's value clamped to 64 bits, as ``strtoimax`` gives it."""
+    value = decimal64(text)
+    if value is None:
+        return -(2**63) if text.strip().startswith("-") else 2**63 - 1
+    return value
+
+
+def _short_decimal(text: str) -> str | float:
+    """A decimal number with at most 60 significant digits and an exponent that a long
+    double can hold: the same value to the precision printf shows, without building
+    huge integers (inf or 0.0 past the range). Anything else is returned as it is."""
+    m = _DECIMAL_TEXT.fullmatch(text)
+    if m is None:
+        return text
+    sign, whole, frac, exp_text = m.group(1), m.group(2), m.group(3) or "", m.group(4)
+    digits = (whole + frac).lstrip("0")
+    if not digits:
+        return text if len(text) < 4000 else "0"
+    exp_digits = (exp_text or "0").lstrip("+-").lstrip("0") or "0"
+    if len(exp_digits) > 6:
+        if (exp_text or "").startswith("-"):
+            return "0"
+        return -math.inf if sign == "-" else math.inf
+    magnitude = int(exp_text or "0") - len(frac) + len(whole + frac) - 1  # of the first digit
+    magnitude -= len(whole + frac) - len((whole + frac).lstrip("0"))
+    if magnitude > 4932:
+        return -math.inf if sign == "-" else math.inf
+    if magnitude < -4960:
+        return "0"
+    if len(text) < 64:
+        return text
+    exponent = magnitude - 59
+    return f"{sign}{digits[:60].ljust(60, '0')}e{exponent}"
 
 
 def _long_double(f: Fraction) -> decimal.Decimal:
@@ -137,7 +193,7 @@ def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Arg
         sign = "-" if v < 0 else ("+" if "+" in flags else (" " if " " in flags else ""))
         return _num_pad(sign, body, flags, width, prec)
     if spec in "ouxX":
-        v = a.integer()
+        v = a.integer(unsigned=True)
         if v < 0:
             v += _U64
         body = {"o": f"{v:o}", "u": str(v), "x": f"{v:x}", "X": f"{v:X}"}[spec]
@@ -169,7 +225,11 @@ def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Arg
             stamp = int(time.time())
         elif stamp == -2:
             stamp = int(a.sh.start_epoch)
-        text = time.strftime(spec[1:-2] or "%X", time.localtime(stamp))
+        try:
+            moment = time.localtime(stamp)
+        except (OverflowError, OSError, ValueError):  # bash: a time localtime() refuses
+            moment = time.localtime(0)  # is shown as the epoch
+        text = time.strftime(spec[1:-2] or "%X", moment)
         if prec is not None:
             text = text[:prec]
         return _pad(text, flags, width)
@@ -270,13 +330,13 @@ def format_printf(sh: Interpreter, fmt: str, args: list[str]) -> tuple[str, bool
                 if spec == "%":
                     out.append("%")
                     continue
-                width = a.integer() if width_s == "*" else (int(width_s) if width_s else None)
+                width = a.integer() if width_s == "*" else (_size(width_s) if width_s else None)
                 if width is not None and width < 0:
                     flags += "-"
                     width = -width
                 prec: int | None = None
                 if prec_s is not None:
-                    prec = a.integer() if prec_s == "*" else int(prec_s or "0")
+                    prec = a.integer() if prec_s == "*" else _size(prec_s or "0")
                 if width is not None and width > MAX_WIDTH:
                     width = MAX_WIDTH
                 if prec is not None and prec > MAX_WIDTH:

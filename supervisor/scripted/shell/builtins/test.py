@@ -44,6 +44,8 @@ def builtin_bracket(sh: Interpreter, args: list[str]) -> int:
             and b.isdigit()
             and a.isascii()
             and b.isascii()
+            and len(a) < 19
+            and len(b) < 19
         ):
             return 0 if cmp(int(a), int(b)) else 1
     if not args or args[-1] != "]":

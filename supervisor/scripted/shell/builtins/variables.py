@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ...errors import ShellError
+from ...integers import decimal64
 from ...syntax import ast as A
 from ...syntax.parser import parse
 from ...syntax.printer import format_function
@@ -357,11 +358,11 @@ def read(sh: Interpreter, args: list[str]) -> int:
                     elif c == "d":
                         delim = val[:1]
                     elif c in "nN":
-                        try:
-                            nchars = int(val)
-                        except ValueError:
+                        number = decimal64(val)
+                        if number is None or number < 0:
                             sh.error(f"read: {val}: invalid number")
-                            return 2
+                            return 1
+                        nchars = number
                         exact = c == "N"
                     break
                 if c == "r":
@@ -466,12 +467,18 @@ def mapfile(sh: Interpreter, args: list[str]) -> int:
             i += 1
             if a == "-d":
                 delim = val[:1] or "\0"
-            elif a == "-n":
-                count = int(val)
-            elif a == "-O":
-                origin = int(val)
-            elif a == "-s":
-                skip = int(val)
+            elif a in ("-n", "-O", "-s"):
+                number = decimal64(val)
+                if number is None or number < 0:
+                    what = "array origin" if a == "-O" else "line count"
+                    sh.error(f"mapfile: {val}: invalid {what}")
+                    return 1
+                if a == "-n":
+                    count = number
+                elif a == "-O":
+                    origin = number
+                else:
+                    skip = number
         elif a.startswith("-") and len(a) > 1:
             if "t" in a:
                 strip = True

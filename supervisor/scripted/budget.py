@@ -1,0 +1,85 @@
+"""What one execution may spend: time (fuel, checked against its deadline) and memory.
+
+A script runs in the host's process, so no signal can stop a loop that never looks at the
+clock. Every loop that can run long (parsing, expansion, arithmetic, the text tools, regex
+matching) spends *fuel*: ``spend(n)`` is one subtraction from a module-level counter, and
+once every ``FUEL_CHECK`` units it asks the current execution's ``Budget`` to check its
+deadlines (a unit is about one step of Python work, so the clock is read every few
+milliseconds at most). The budget is found through a context variable that the engine
+sets for the duration of a run, so code deep in a text tool needs no handle on it.
+
+Memory is one byte budget per execution (``ExecutionLimits.max_memory_bytes``): what the
+script holds (variables and arrays) is *charged* as it is stored and released as it is
+dropped; what it is about to build (an expansion, a pipe, a tool's output, an arithmetic
+or parse work list) is checked with ``need`` against what is left. Past the budget the
+execution ends with ``resource limit exceeded: memory limit exceeded (N bytes)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+
+from .errors import LimitExceeded
+
+#: fuel units between two looks at the clock
+FUEL_CHECK = 4096
+
+
+class MemoryLimit(LimitExceeded):
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"memory limit exceeded ({limit} bytes)")
+
+
+class Budget:
+    """The time and memory of one execution (shared by its subshells and jobs)."""
+
+    __slots__ = ("check_time", "held", "limit")
+
+    def __init__(self, check_time: Callable[[], None], limit: int) -> None:
+        self.check_time = check_time
+        self.limit = limit
+        self.held = 0
+
+    def charge(self, nbytes: int) -> None:
+        """Bytes the script now holds (negative: released)."""
+        held = self.held = self.held + nbytes
+        if nbytes > 0 and held > self.limit:
+            raise MemoryLimit(self.limit)
+
+    def need(self, nbytes: int) -> None:
+        """Bytes about to be built on top of what is held (checked, not kept)."""
+        if self.held + nbytes > self.limit:
+            raise MemoryLimit(self.limit)
+
+
+current_budget: ContextVar[Budget | None] = ContextVar("current_budget", default=None)
+
+_fuel = [FUEL_CHECK]
+
+
+def spend(units: int = 1) -> None:
+    """Spend fuel; every ``FUEL_CHECK`` units, check the current execution's deadline
+    (raises ``LimitExceeded`` or ``RequestTimeout`` past it)."""
+    left = _fuel[0] - units
+    if left > 0:
+        _fuel[0] = left
+        return
+    _fuel[0] = FUEL_CHECK
+    budget = current_budget.get()
+    if budget is not None:
+        budget.check_time()
+
+
+def check_time() -> None:
+    """Check the deadline now (before a step that cannot be interrupted)."""
+    budget = current_budget.get()
+    if budget is not None:
+        budget.check_time()
+
+
+def need(nbytes: int) -> None:
+    """``Budget.need`` of the current execution; nothing outside one."""
+    budget = current_budget.get()
+    if budget is not None:
+        budget.need(nbytes)
