@@ -29,11 +29,11 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from worker_runtime.framing import LineReader, Opener, Sealer
-from worker_runtime.host import HostConnection, WorkerReady
-from worker_runtime.keys import derive_keys
-from worker_runtime.messages import Result, TextPayload, WorkerMessage
-from worker_runtime.protocol import encode_bootstrap, grant
+from worker_runtime.protocol.bootstrap import encode_bootstrap
+from worker_runtime.protocol.framing import LineReader, Opener, Sealer
+from worker_runtime.protocol.host import HostConnection, WorkerReady
+from worker_runtime.protocol.keys import derive_keys
+from worker_runtime.protocol.messages import Result, TextPayload, WorkerMessage, grant
 
 FRAME_TARGET_US = 6.0
 FRAME_TARGET_RATIO = 4.0

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
-from .limits import is_id
+from .protocol.limits import is_id
 
 AdapterFn = Callable[[Any, "Context"], Any]
 Format = Literal["text", "json"]

@@ -28,12 +28,12 @@ import time
 from typing import Any, NoReturn
 
 from .adapters import Adapter, AdapterError, AdapterRegistry, Cancelled, Context
-from .bootstrap import read_bootstrap
-from .errors import BootstrapError, ProtocolError, Refused
-from .framing import LineReader
-from .keys import derive_keys
-from .rules import CANCEL_REQUESTED
-from .worker import (
+from .protocol.bootstrap import read_bootstrap
+from .protocol.errors import BootstrapError, ProtocolError, Refused
+from .protocol.framing import LineReader
+from .protocol.keys import derive_keys
+from .protocol.rules import CANCEL_REQUESTED
+from .protocol.worker import (
     CancelReceived,
     CloseReceived,
     InvokeReceived,

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from .adapters import AdapterRegistry, Cancelled, Context, InvalidInput
-from .command import CommandAdapter
+from .bridges.command import CommandAdapter
 
 registry = AdapterRegistry()
 

@@ -20,8 +20,8 @@ from supervisor.ledger import StreamPolicy, ToolPolicy
 from supervisor.workers.launcher import Launcher, start_worker
 from supervisor.workers.pipes import PipeStream
 from supervisor.workers.session import Capture
-from worker_runtime.limits import MAX_LINE_BYTES
-from worker_runtime.messages import Grant, Id, StreamLimits
+from worker_runtime.protocol.limits import MAX_LINE_BYTES
+from worker_runtime.protocol.messages import Grant, Id, StreamLimits
 
 #: Calls a tool may be started over a supervisor's life (its ledger's budget).
 UNLIMITED_CALLS = 2**62

@@ -35,10 +35,10 @@ from supervisor.workers.launcher import Launcher, LaunchError, SpawnedWorker, st
 from supervisor.workers.pipes import PipeStream
 from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
 from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE, CallEnd, CallWatch, CancelReason
-from worker_runtime.bootstrap import encode_bootstrap
-from worker_runtime.errors import ConnectionDead, ProtocolError, Refused
-from worker_runtime.framing import LineReader
-from worker_runtime.host import (
+from worker_runtime.protocol.bootstrap import encode_bootstrap
+from worker_runtime.protocol.errors import ConnectionDead, ProtocolError, Refused
+from worker_runtime.protocol.framing import LineReader
+from worker_runtime.protocol.host import (
     CancelAcknowledged,
     CancelUnsupported,
     ChunkReceived,
@@ -50,8 +50,8 @@ from worker_runtime.host import (
     ResultReceived,
     WorkerReady,
 )
-from worker_runtime.messages import Grant, Status
-from worker_runtime.payloads import payload_size
+from worker_runtime.protocol.messages import Grant, Status
+from worker_runtime.protocol.payloads import payload_size
 
 log = logging.getLogger(__name__)
 

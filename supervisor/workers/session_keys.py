@@ -1,7 +1,7 @@
 """Host-side session secrets: fresh session ids and keys, and HKDF with `cryptography`.
 
 The worker derives the same directional keys with the standard library
-(`worker_runtime.keys`); shared test vectors prove the two agree. Keys come from OS
+(`worker_runtime.protocol.keys`); shared test vectors prove the two agree. Keys come from OS
 entropy only; there is no fallback.
 """
 
@@ -12,8 +12,8 @@ import os
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from worker_runtime.keys import HKDF_SALT, DirectionalKeys, check_session_key
-from worker_runtime.limits import HOST_INFO, KEY_BYTES, WORKER_INFO
+from worker_runtime.protocol.keys import HKDF_SALT, DirectionalKeys, check_session_key
+from worker_runtime.protocol.limits import HOST_INFO, KEY_BYTES, WORKER_INFO
 
 SESSION_ID_PREFIX = "sv-"
 

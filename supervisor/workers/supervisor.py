@@ -49,9 +49,9 @@ from supervisor.workers.sandboxed import SandboxLauncher, program_command, pytho
 from supervisor.workers.session import Session, SessionConfig, SessionUnusable
 from supervisor.workers.tool_callbacks import Decoder, Encoder, ExternalCallback, make_callback
 from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE
-from worker_runtime.errors import Refused
-from worker_runtime.limits import MAX_SESSION_IDS
-from worker_runtime.messages import (
+from worker_runtime.protocol.errors import Refused
+from worker_runtime.protocol.limits import MAX_SESSION_IDS
+from worker_runtime.protocol.messages import (
     CancelledState,
     Failed,
     JsonPayload,

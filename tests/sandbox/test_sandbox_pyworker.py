@@ -21,21 +21,17 @@ from sandbox.pyworker import SITE, python_command, worker_command
 from sandbox.runner import run
 from sandbox.spawn import spawn
 from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
-from worker_runtime.protocol import (
-    Grant,
-    HostConnection,
-    LineReader,
-    ResultReceived,
-    WorkerReady,
-    encode_bootstrap,
-)
+from worker_runtime.protocol.bootstrap import encode_bootstrap
+from worker_runtime.protocol.framing import LineReader
+from worker_runtime.protocol.host import HostConnection, ResultReceived, WorkerReady
+from worker_runtime.protocol.messages import Grant
 
 EXAMPLES = "worker_runtime.examples:registry"
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_worker_command_binds_only_what_the_worker_needs() -> None:
-    command = worker_command([EXAMPLES, "tests.worker.hostile_adapters:registry"])
+    command = worker_command([EXAMPLES, "tests.worker_runtime.hostile_adapters:registry"])
     dests = {b.dest: b.source for b in command.binds}
     assert dests == {
         PREFIX: PREFIX,
@@ -49,7 +45,7 @@ def test_worker_command_binds_only_what_the_worker_needs() -> None:
         "--adapters",
         EXAMPLES,
         "--adapters",
-        "tests.worker.hostile_adapters:registry",
+        "tests.worker_runtime.hostile_adapters:registry",
     )
     assert command.env["PYTHONPATH"] == SITE and command.env["PYTHONDONTWRITEBYTECODE"] == "1"
     assert command.masks and all(m.startswith(PREFIX) for m in command.masks)  # site-packages
@@ -58,12 +54,14 @@ def test_worker_command_binds_only_what_the_worker_needs() -> None:
 
 def test_module_lookup_imports_nothing_and_refuses_what_is_missing() -> None:
     before = set(sys.modules)
-    python_command("json.tool", modules=["tests.worker.hostile_adapters"])
-    assert not {"tests.worker.hostile_adapters", "tests.worker"} & (set(sys.modules) - before)
+    python_command("json.tool", modules=["tests.worker_runtime.hostile_adapters"])
+    assert not {"tests.worker_runtime.hostile_adapters", "tests.worker_runtime"} & (
+        set(sys.modules) - before
+    )
     with pytest.raises(PolicyError, match="not installed"):
         python_command("no_such_module_xyz")
     with pytest.raises(PolicyError, match="not found"):
-        python_command("json.tool", modules=["tests.worker.no_such_adapters"])
+        python_command("json.tool", modules=["tests.worker_runtime.no_such_adapters"])
     with pytest.raises(PolicyError, match="MODULE:ATTR"):
         worker_command(["worker_runtime.examples"])
 
@@ -80,7 +78,7 @@ out = {"site": listing("/opt/sandvisor/lib"), "path": sys.path, "site_on_path": 
        "prefix_site": listing(sys.prefix + "/lib/python3.11/site-packages"),
        "work": os.path.exists("/work"), "venv": os.path.exists(sys.prefix + "/../.venv"),
        "modules": {}}
-for name in ("msgspec", "worker_runtime", "tests.worker.hostile_adapters", "pytest", "trio",
+for name in ("msgspec", "worker_runtime", "tests.worker_runtime.hostile_adapters", "pytest", "trio",
              "supervisor", "sandbox", "cryptography"):
     try:
         __import__(name); out["modules"][name] = True
@@ -94,7 +92,7 @@ print(json.dumps(out))
 @pytest.mark.cgroup
 def test_the_worker_sees_only_its_modules() -> None:
     base = python_command(
-        "json.tool", modules=["worker_runtime", "msgspec", "tests.worker.hostile_adapters"]
+        "json.tool", modules=["worker_runtime", "msgspec", "tests.worker_runtime.hostile_adapters"]
     )
     command = Command((base.argv[0], "-S", "-P", "-c", VIEW), base.binds, base.env, base.masks)
     result = run(SandboxPolicy(), command, timeout=30)
@@ -106,7 +104,7 @@ def test_the_worker_sees_only_its_modules() -> None:
     assert seen["modules"] == {
         "msgspec": True,
         "worker_runtime": True,
-        "tests.worker.hostile_adapters": True,
+        "tests.worker_runtime.hostile_adapters": True,
         "pytest": False,
         "trio": False,
         "supervisor": False,

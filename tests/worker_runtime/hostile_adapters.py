@@ -18,7 +18,7 @@ from worker_runtime import (
     InvalidInput,
     Unavailable,
 )
-from worker_runtime.command import CommandAdapter
+from worker_runtime.bridges.command import CommandAdapter
 
 registry = AdapterRegistry()
 

@@ -14,8 +14,9 @@ import pytest
 from worker_harness import HOSTILE, WorkerProcess, survivors
 
 from worker_runtime import AdapterError, Cancelled, Context, DeadlineExceeded
-from worker_runtime.command import CommandAdapter
-from worker_runtime.protocol import CancelAcknowledged, ResultReceived, grant
+from worker_runtime.bridges.command import CommandAdapter
+from worker_runtime.protocol.host import CancelAcknowledged, ResultReceived
+from worker_runtime.protocol.messages import grant
 
 
 def _group_of(pid_file_text: str) -> list[psutil.Process]:

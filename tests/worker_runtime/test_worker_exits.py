@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 from worker_harness import EXAMPLES, HOSTILE, WorkerProcess, survivors
 
-from worker_runtime.messages import (
+from worker_runtime.protocol.framing import Sealer
+from worker_runtime.protocol.keys import derive_keys
+from worker_runtime.protocol.limits import MAX_LINE_BYTES
+from worker_runtime.protocol.messages import (
     Cancel,
     Close,
     Invoke,
@@ -18,8 +21,8 @@ from worker_runtime.messages import (
     Ready,
     Result,
     TextPayload,
+    grant,
 )
-from worker_runtime.protocol import MAX_LINE_BYTES, Sealer, derive_keys, grant
 
 GRANTS = [
     grant("stubborn.sleep", max_calls=3),

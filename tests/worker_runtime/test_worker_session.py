@@ -8,15 +8,17 @@ import pytest
 from hostile_adapters import SECRET
 from worker_harness import EXAMPLES, HOSTILE, WorkerProcess
 
-from worker_runtime.protocol import (
+from worker_runtime.protocol.host import (
     CancelAcknowledged,
     CancelUnsupported,
     ChunkReceived,
     ErrorReceived,
-    JsonPayload,
     PongReceived,
     ReconcileAnswered,
     ResultReceived,
+)
+from worker_runtime.protocol.messages import (
+    JsonPayload,
     StreamLimits,
     Succeeded,
     TextPayload,

@@ -11,7 +11,8 @@ import psutil
 from worker_harness import WorkerProcess
 
 from worker_runtime.driver import QUICK_STREAK, TAKEOVER_AFTER
-from worker_runtime.protocol import CancelAcknowledged, ResultReceived, grant
+from worker_runtime.protocol.host import CancelAcknowledged, ResultReceived
+from worker_runtime.protocol.messages import grant
 
 
 def _rid(event: Any) -> str:

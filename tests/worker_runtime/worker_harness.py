@@ -22,17 +22,10 @@ from typing import Any
 import psutil
 
 from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
-from worker_runtime.messages import Body, WorkerMessage
-from worker_runtime.protocol import (
-    Grant,
-    HostConnection,
-    HostEvent,
-    LineReader,
-    Opener,
-    Sealer,
-    WorkerReady,
-    encode_bootstrap,
-)
+from worker_runtime.protocol.bootstrap import encode_bootstrap
+from worker_runtime.protocol.framing import LineReader, Opener, Sealer
+from worker_runtime.protocol.host import HostConnection, HostEvent, WorkerReady
+from worker_runtime.protocol.messages import Body, Grant, WorkerMessage
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

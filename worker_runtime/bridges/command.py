@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .adapters import AdapterError, Cancelled, Context, DeadlineExceeded, Format, InvalidInput
+from ..adapters import AdapterError, Cancelled, Context, DeadlineExceeded, Format, InvalidInput
 
 if TYPE_CHECKING:
     import subprocess

@@ -65,6 +65,19 @@ class Grant(_Strict, frozen=True):
     stream: StreamLimits | None
 
 
+def grant(
+    tool: str,
+    *,
+    format: Format = "text",
+    max_calls: int = 1,
+    max_input_bytes: int = 16 * 1024,
+    max_output_bytes: int = 64 * 1024,
+    stream: StreamLimits | None = None,
+) -> Grant:
+    """A `Grant` with Splash's defaults (1 call, 16 KiB in, 64 KiB out, no stream)."""
+    return Grant(tool, format, max_calls, max_input_bytes, max_output_bytes, stream)
+
+
 # -- reconciled status: {"state": running | succeeded+payload | failed+message | ...} ------
 
 

@@ -11,30 +11,25 @@ import hmac
 from collections.abc import Iterable
 from typing import Any
 
-from worker_runtime.messages import (
+from worker_runtime.protocol.framing import Opener, Sealer
+from worker_runtime.protocol.host import HostConnection, HostEvent
+from worker_runtime.protocol.keys import derive_keys
+from worker_runtime.protocol.messages import (
     Body,
     Cancel,
     Close,
+    Grant,
     HostMessage,
     Invoke,
     Open,
     Ping,
     Reconcile,
+    StreamLimits,
     TextPayload,
     WorkerMessage,
-)
-from worker_runtime.protocol import (
-    Grant,
-    HostConnection,
-    HostEvent,
-    Opener,
-    Sealer,
-    StreamLimits,
-    WorkerConnection,
-    WorkerEvent,
-    derive_keys,
     grant,
 )
+from worker_runtime.protocol.worker import WorkerConnection, WorkerEvent
 
 SESSION_KEY = bytes(range(1, 33))
 SID = "sv-test"
@@ -87,7 +82,7 @@ class HostSide:
         return self.sent.open(line[:-1])
 
     def opened(self, tools: list[str] | None = None) -> HostSide:
-        from worker_runtime.messages import Ready
+        from worker_runtime.protocol.messages import Ready
 
         self.read(self.host.open())
         tools = list(self.host.grants) if tools is None else tools

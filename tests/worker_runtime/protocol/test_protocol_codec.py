@@ -11,8 +11,28 @@ import pytest
 from proto_fixtures import KEYS, SESSION_KEY, SID, forge
 
 import supervisor.workers.session_keys as host_keys
-import worker_runtime.keys as worker_keys
-from worker_runtime.messages import (
+import worker_runtime.protocol.keys as worker_keys
+from worker_runtime.protocol.bootstrap import encode_bootstrap, parse_bootstrap, read_bootstrap
+from worker_runtime.protocol.errors import (
+    BadLength,
+    BadMagic,
+    BadSequence,
+    BadSessionId,
+    BadTag,
+    BadVersion,
+    LineTooLong,
+    MalformedBody,
+    MalformedFrame,
+    Refused,
+    TagMismatch,
+    TruncatedBootstrap,
+    TruncatedLine,
+    WeakKey,
+    WrongSession,
+)
+from worker_runtime.protocol.framing import LineReader, Opener, Sealer
+from worker_runtime.protocol.limits import MAX_LINE_BYTES, is_id
+from worker_runtime.protocol.messages import (
     Cancel,
     CancelledState,
     CancelResult,
@@ -22,6 +42,7 @@ from worker_runtime.messages import (
     Failed,
     HostMessage,
     Invoke,
+    JsonPayload,
     Open,
     Ping,
     Pong,
@@ -30,40 +51,14 @@ from worker_runtime.messages import (
     Reconciled,
     Result,
     Running,
+    StreamLimits,
     Succeeded,
+    TextPayload,
     UnknownState,
     WorkerMessage,
-)
-from worker_runtime.payloads import json_depth_exceeds, payload_size
-from worker_runtime.protocol import (
-    MAX_LINE_BYTES,
-    BadLength,
-    BadMagic,
-    BadSequence,
-    BadSessionId,
-    BadTag,
-    BadVersion,
-    JsonPayload,
-    LineReader,
-    LineTooLong,
-    MalformedBody,
-    MalformedFrame,
-    Opener,
-    Refused,
-    Sealer,
-    StreamLimits,
-    TagMismatch,
-    TextPayload,
-    TruncatedBootstrap,
-    TruncatedLine,
-    WeakKey,
-    WrongSession,
-    encode_bootstrap,
     grant,
-    is_id,
-    parse_bootstrap,
-    read_bootstrap,
 )
+from worker_runtime.protocol.payloads import json_depth_exceeds, payload_size
 
 VECTORS = json.loads((Path(__file__).parent / "vectors.json").read_text())
 

@@ -9,20 +9,7 @@ from __future__ import annotations
 import pytest
 from proto_fixtures import KEYS, SESSION_KEY, SID, HostSide, WorkerSide, forge
 
-from worker_runtime.keys import derive_keys
-from worker_runtime.messages import (
-    CancelResult,
-    Chunk,
-    HostMessage,
-    JsonPayload,
-    Ping,
-    Pong,
-    Result,
-    TextPayload,
-)
-from worker_runtime.protocol import (
-    MAX_LINE_BYTES,
-    MAX_SESSION_IDS,
+from worker_runtime.protocol.errors import (
     BadSequence,
     BadTag,
     BadVersion,
@@ -35,21 +22,31 @@ from worker_runtime.protocol import (
     DuplicateId,
     FormatMismatch,
     IdCapacityExhausted,
-    LineReader,
     LineTooLong,
     MalformedBody,
-    Opener,
     OutputTooLarge,
     PayloadTooDeep,
     ProtocolError,
     Refused,
-    Sealer,
     TagMismatch,
     TooManyInFlight,
     TruncatedLine,
     UnexpectedMessage,
     UnknownRequest,
     WrongSession,
+)
+from worker_runtime.protocol.framing import LineReader, Opener, Sealer
+from worker_runtime.protocol.keys import derive_keys
+from worker_runtime.protocol.limits import MAX_LINE_BYTES, MAX_SESSION_IDS
+from worker_runtime.protocol.messages import (
+    CancelResult,
+    Chunk,
+    HostMessage,
+    JsonPayload,
+    Ping,
+    Pong,
+    Result,
+    TextPayload,
 )
 
 
@@ -310,7 +307,7 @@ def test_second_disposition_for_the_same_cancellation_id(first: str) -> None:
 
 
 def test_chunk_without_a_stream_grant() -> None:
-    from worker_runtime.protocol import StreamViolation
+    from worker_runtime.protocol.errors import StreamViolation
 
     side = HostSide().opened()
     rid = side.invoke()
@@ -405,13 +402,13 @@ def test_host_refuses_rather_than_sends_what_the_worker_must_reject() -> None:
 
 
 def test_bootstrap_defects_are_each_refused() -> None:
-    from worker_runtime.protocol import (
+    from worker_runtime.protocol.bootstrap import parse_bootstrap
+    from worker_runtime.protocol.errors import (
         BadLength,
         BadMagic,
         BadSessionId,
         TruncatedBootstrap,
         WeakKey,
-        parse_bootstrap,
     )
 
     good = b"SVBOOT01\x02s1" + SESSION_KEY
@@ -428,8 +425,8 @@ def test_bootstrap_defects_are_each_refused() -> None:
 
 
 def test_message_text_outside_1_to_4096_bytes() -> None:
-    from worker_runtime.messages import Error
-    from worker_runtime.protocol import BadMessageText
+    from worker_runtime.protocol.errors import BadMessageText
+    from worker_runtime.protocol.messages import Error
 
     for message in ("", "é" * 2049):
         side = HostSide().opened()

@@ -7,12 +7,35 @@ from typing import Any
 import pytest
 from proto_fixtures import GRANTS, KEYS, SID, HostSide, deep
 
-from worker_runtime.messages import (
+from worker_runtime.protocol.errors import (
+    ConnectionDead,
+    FormatMismatch,
+    ProtocolError,
+    Refused,
+    StreamViolation,
+    ToolNotServed,
+    UnexpectedEof,
+    UnexpectedMessage,
+    UnknownRequest,
+)
+from worker_runtime.protocol.host import (
+    CancelAcknowledged,
+    CancelUnsupported,
+    ChunkReceived,
+    ErrorReceived,
+    HostConnection,
+    PongReceived,
+    ReconcileAnswered,
+    ResultReceived,
+)
+from worker_runtime.protocol.limits import MAX_SESSION_IDS
+from worker_runtime.protocol.messages import (
     CancelResult,
     Chunk,
     Error,
     Failed,
     Invoke,
+    JsonPayload,
     Pong,
     Ready,
     Reconcile,
@@ -20,27 +43,6 @@ from worker_runtime.messages import (
     Result,
     Succeeded,
     TextPayload,
-)
-from worker_runtime.protocol import (
-    MAX_SESSION_IDS,
-    CancelAcknowledged,
-    CancelUnsupported,
-    ChunkReceived,
-    ConnectionDead,
-    ErrorReceived,
-    FormatMismatch,
-    HostConnection,
-    JsonPayload,
-    PongReceived,
-    ProtocolError,
-    ReconcileAnswered,
-    Refused,
-    ResultReceived,
-    StreamViolation,
-    ToolNotServed,
-    UnexpectedEof,
-    UnexpectedMessage,
-    UnknownRequest,
     grant,
 )
 

@@ -12,12 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proto_fixtures import GRANTS, KEYS, SID, forge
 
-from worker_runtime.messages import (
+from worker_runtime.protocol.errors import ProtocolError, Refused
+from worker_runtime.protocol.framing import LineReader, Opener, Sealer
+from worker_runtime.protocol.host import HostConnection
+from worker_runtime.protocol.messages import (
     Cancel,
     CancelResult,
     Chunk,
     HostMessage,
     Invoke,
+    JsonPayload,
     Ping,
     Reconciled,
     Result,
@@ -25,19 +29,12 @@ from worker_runtime.messages import (
     TextPayload,
     WorkerMessage,
 )
-from worker_runtime.protocol import (
+from worker_runtime.protocol.worker import (
     CancelReceived,
-    HostConnection,
     InvokeReceived,
-    JsonPayload,
-    LineReader,
     Opened,
-    Opener,
     PingReceived,
-    ProtocolError,
     ReconcileReceived,
-    Refused,
-    Sealer,
     WorkerConnection,
 )
 

@@ -7,7 +7,23 @@ from typing import Any
 import pytest
 from proto_fixtures import GRANTS, KEYS, SID, WorkerSide, deep
 
-from worker_runtime.messages import (
+from worker_runtime.protocol.errors import (
+    BadGrant,
+    CallBudgetExhausted,
+    ConnectionDead,
+    DuplicateId,
+    FormatMismatch,
+    InputTooLarge,
+    PayloadTooDeep,
+    Refused,
+    ToolNotServed,
+    UnexpectedEof,
+    UnexpectedMessage,
+    UnknownTool,
+)
+from worker_runtime.protocol.host import HostConnection, ResultReceived
+from worker_runtime.protocol.limits import MAX_ERROR_MESSAGE_BYTES, MAX_LINE_BYTES, RECONCILE_MEMORY
+from worker_runtime.protocol.messages import (
     CancelledState,
     CancelResult,
     Chunk,
@@ -24,33 +40,16 @@ from worker_runtime.messages import (
     Succeeded,
     TextPayload,
     UnknownState,
+    grant,
 )
-from worker_runtime.protocol import (
-    MAX_ERROR_MESSAGE_BYTES,
-    MAX_LINE_BYTES,
-    RECONCILE_MEMORY,
-    BadGrant,
-    CallBudgetExhausted,
+from worker_runtime.protocol.worker import (
     CancelReceived,
     CloseReceived,
-    ConnectionDead,
-    DuplicateId,
-    FormatMismatch,
-    HostConnection,
-    InputTooLarge,
     InvokeReceived,
     Opened,
-    PayloadTooDeep,
     PingReceived,
     ReconcileReceived,
-    Refused,
-    ResultReceived,
-    ToolNotServed,
-    UnexpectedEof,
-    UnexpectedMessage,
-    UnknownTool,
     WorkerConnection,
-    grant,
 )
 
 # -- open ----------------------------------------------------------------------------------
@@ -219,7 +218,7 @@ def test_a_cancel_for_a_finished_call_is_answered_too_late() -> None:
 
 @pytest.mark.parametrize("ending", ["acknowledged", "too_late", "unsupported"])
 def test_a_cancel_after_an_earlier_cancel_of_a_finished_call_is_fatal(ending: str) -> None:
-    from worker_runtime.protocol import CancelRepeated
+    from worker_runtime.protocol.errors import CancelRepeated
 
     side = WorkerSide().opened()
     side.invoke("r1")

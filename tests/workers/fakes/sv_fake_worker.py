@@ -24,11 +24,11 @@ import os
 import sys
 import time
 
-from worker_runtime.bootstrap import read_bootstrap
-from worker_runtime.framing import LineReader, Sealer
-from worker_runtime.keys import derive_keys
-from worker_runtime.messages import Chunk, Reconciled, Result, Succeeded, TextPayload
-from worker_runtime.worker import (
+from worker_runtime.protocol.bootstrap import read_bootstrap
+from worker_runtime.protocol.framing import LineReader, Sealer
+from worker_runtime.protocol.keys import derive_keys
+from worker_runtime.protocol.messages import Chunk, Reconciled, Result, Succeeded, TextPayload
+from worker_runtime.protocol.worker import (
     CancelReceived,
     CloseReceived,
     InvokeReceived,
