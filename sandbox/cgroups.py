@@ -353,10 +353,10 @@ class SandboxCgroup:
         collect_orphans(layout)
         if memory_bytes is not None and not layout.provides("memory"):
             raise SandboxUnavailable(
-                "cgroup memory controller", _FIX_CGROUPS, "the policy sets memory_bytes"
+                "cgroup memory controller", limits_fix(), "the policy sets memory_bytes"
             )
         if pids is not None and not layout.provides("pids"):
-            raise SandboxUnavailable("cgroup pids controller", _FIX_CGROUPS, "the policy sets pids")
+            raise SandboxUnavailable("cgroup pids controller", limits_fix(), "the policy sets pids")
         made: list[str] = []
         dirs: dict[str, str] = {}
         versions: dict[str, int] = {}
@@ -577,8 +577,12 @@ def collect_orphans(layout: CgroupLayout, *, again: bool = False) -> list[str]:
     return removed
 
 
-_FIX_CGROUPS = (
-    "run the host as root on a machine with cgroup v1 memory and pids hierarchies, or with "
-    "cgroup v2 memory and pids delegated to the host's cgroup (e.g. "
-    "`systemd-run --scope -p Delegate=yes ...`); or set the limit to None explicitly"
-)
+def limits_fix() -> str:
+    """The fix for a machine where this host cannot have cgroups for its limits."""
+    return (
+        "run the host as root on a machine with cgroup v1 memory and pids hierarchies, or "
+        "with cgroup v2 memory and pids delegated to the host's cgroup (e.g. "
+        "`systemd-run --scope -p Delegate=yes ...`); or accept per-process limits "
+        '(SandboxPolicy(limits="per-process"), --per-process-limits); or set the limit to '
+        "None explicitly"
+    )

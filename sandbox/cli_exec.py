@@ -84,6 +84,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"process and thread limit (cgroup), or none (default {defaults.pids})",
     )
     add(
+        "--per-process-limits",
+        action="store_true",
+        help="where no cgroup can be had, accept per-process limits (RLIMIT_AS for memory, "
+        "the uid's RLIMIT_NPROC for processes; weaker, and --report says how) instead of "
+        "refusing to start",
+    )
+    add(
         "--cpu",
         type=_count,
         default=None,
@@ -179,6 +186,7 @@ def build_policy(args: argparse.Namespace) -> SandboxPolicy:
         open_files=args.nofile,
         file_size_bytes=args.fsize,
         address_space_bytes=args.address_space,
+        limits="per-process" if args.per_process_limits else "cgroup",
     )
 
 

@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any, Literal
 
 from . import linux
-from .cgroups import detect_layout
+from .cgroups import detect_layout, limits_fix
 from .errors import SandboxUnavailable
 from .policy import SandboxPolicy
 from .seccomp import native_arch
@@ -156,11 +156,7 @@ def cgroup_checks() -> list[Check]:
             needed_for="a clean kill of the whole sandbox",
         )
     ]
-    fix = (
-        "as root on cgroup v1, mount the memory and pids hierarchies under /sys/fs/cgroup; on "
-        "cgroup v2, delegate memory and pids to the host's cgroup (systemd-run --scope -p "
-        "Delegate=yes ...)"
-    )
+    fix = limits_fix()
     for role, needed in (("memory", "memory_bytes"), ("pids", "pids")):
         where = next((h for h in layout.hierarchies if role in h.roles), None)
         if where is None:
@@ -194,7 +190,8 @@ def _static() -> tuple[Check, ...]:
 def require(policy: SandboxPolicy) -> None:
     """Raise `SandboxUnavailable` for the first thing ``policy`` needs that is missing."""
     checks = list(_static())
-    if policy.memory_bytes is not None or policy.pids is not None:
+    per_process = policy.limits == "per-process"  # accepted where no cgroup can be had
+    if not per_process and (policy.memory_bytes is not None or policy.pids is not None):
         checks += [c for c in cgroup_checks() if c.name != "cgroup kill"]
         if policy.memory_bytes is None:
             checks = [c for c in checks if c.name != "cgroup memory"]

@@ -48,6 +48,7 @@ class Sandbox:
         self.pid = popen.pid
         self.uid = plan.uid
         self.policy: SandboxPolicy = plan.policy
+        self.weakened = plan.weakened  # the guarantees it runs without (`sandbox.limits`)
         self.cgroup: SandboxCgroup | None = plan.cgroup
         self.pidfd = os.pidfd_open(self.pid)
         self.started_at = time.monotonic()
@@ -219,6 +220,7 @@ class Sandbox:
             cpu_seconds_used=self._cpu_seconds,
             cpu_limit=self.policy.cpu_seconds,
             memory_limit=self.policy.memory_bytes,
+            weakened=self.weakened,
         )
 
     @property

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import resource
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,11 +37,12 @@ from .bwrap import (
     Tmpfs,
     build_argv,
 )
-from .cgroups import CgroupLayout, SandboxCgroup, detect_layout
+from .cgroups import CgroupLayout, SandboxCgroup, detect_layout, limits_fix
 from .childsetup import STAGE, ChildSetup
 from .errors import LaunchError, PolicyError, SandboxUnavailable
 from .gate import bwrap_path, require
 from .layout import synthetic_etc, system_mounts
+from .limits import enforce
 from .policy import Bind, SandboxPolicy, check_path, is_within
 from .seccomp import build_filter
 from .termination import BwrapStatus
@@ -73,21 +73,6 @@ class Command:
         for mask in self.masks:
             check_path(mask, "mask")
         check_path(self.cwd, "working directory")
-
-
-def rlimits_for(policy: SandboxPolicy) -> tuple[tuple[int, int, int], ...]:
-    """(resource, soft, hard) for the policy. CPU: soft < hard so SIGXCPU comes first."""
-    limits = [
-        (resource.RLIMIT_CORE, 0, 0),
-        (resource.RLIMIT_NOFILE, policy.open_files, policy.open_files),
-    ]
-    if policy.file_size_bytes is not None:
-        limits.append((resource.RLIMIT_FSIZE, policy.file_size_bytes, policy.file_size_bytes))
-    if policy.cpu_seconds is not None:
-        limits.append((resource.RLIMIT_CPU, policy.cpu_seconds, policy.cpu_seconds + 1))
-    if policy.address_space_bytes is not None:
-        limits.append((resource.RLIMIT_AS, policy.address_space_bytes, policy.address_space_bytes))
-    return tuple(limits)
 
 
 def allocate_uid(policy: SandboxPolicy) -> int:
@@ -150,6 +135,7 @@ class LaunchPlan:
     uid: int
     cgroup: SandboxCgroup | None
     policy: SandboxPolicy
+    weakened: tuple[str, ...]  # the guarantees it runs without (`sandbox.limits`)
     status_read_fd: int
     status: BwrapStatus
     _child_fds: list[int]
@@ -218,7 +204,14 @@ def prepare_launch(
     first_own = max(fd_targets, default=2) + 1  # bwrap's fds follow the caller's
     layout = layout if layout is not None else detect_layout()
     executable = bwrap_path()
-    shape = cgroup_pool.Shape(layout, policy.memory_bytes, policy.pids)
+    enforcement = enforce(policy, layout, "fixed" if policy.sandbox_uid is not None else "fresh")
+    if enforcement.weakened and policy.limits != "per-process":
+        raise SandboxUnavailable(
+            "cgroups for the memory and pids limits",
+            limits_fix(),
+            "; ".join(layout.problems) or "no usable cgroup hierarchy",
+        )
+    shape = cgroup_pool.Shape(layout, enforcement.cgroup_memory, enforcement.cgroup_pids)
     warm = None
     if layout.hierarchies and policy.sandbox_uid is None:
         warm = cgroup_pool.take(shape)  # made ahead, for a fresh uid: it becomes ours
@@ -229,12 +222,6 @@ def prepare_launch(
     try:
         if cgroup is None and layout.hierarchies:
             cgroup = cgroup_pool.make(shape, uid)
-        elif cgroup is None and (policy.memory_bytes is not None or policy.pids is not None):
-            raise SandboxUnavailable(
-                "cgroups for the memory and pids limits",
-                "run as root on a machine with cgroups (see `sandvisor doctor`)",
-                "; ".join(layout.problems) or "no usable cgroup hierarchy",
-            )
         sources = []
         checked: list[int] = []
         for bind in policy.binds + command.binds:
@@ -304,7 +291,7 @@ def prepare_launch(
             preexec_fn=ChildSetup(
                 fd_map=tuple(fd_map),
                 cgroup_fds=tuple(cgroup.join_fds if cgroup else ()),
-                rlimits=rlimits_for(policy),
+                rlimits=enforcement.rlimits,
                 trees=tuple(trees),
                 uid=uid,
                 parent_pid=os.getpid(),
@@ -313,6 +300,7 @@ def prepare_launch(
             uid=uid,
             cgroup=cgroup,
             policy=policy,
+            weakened=enforcement.weakened,
             status_read_fd=status_read,
             status=BwrapStatus(),
             _child_fds=[fd for fd in opened if fd != status_read],

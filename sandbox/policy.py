@@ -44,6 +44,10 @@ _HOSTNAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 SeccompProfile = Literal["default"]
 
+#: How ``memory_bytes`` and ``pids`` are enforced: ``"cgroup"`` only (the default), or
+#: ``"per-process"`` accepted where no cgroup can be had (`sandbox.limits`).
+LimitsMode = Literal["cgroup", "per-process"]
+
 
 def check_path(path: str, what: str) -> str:
     """An absolute, normalised path (no ``..``, ``.``, ``//`` or trailing slash), or raise."""
@@ -119,7 +123,11 @@ class SandboxPolicy:
 
     Limits set to ``None`` are off (an explicit choice). ``memory_bytes`` and ``pids`` are
     enforced by a cgroup of the sandbox's own; a launch on a machine without the needed
-    controller fails with `SandboxUnavailable` rather than running unlimited.
+    controller fails with `SandboxUnavailable` rather than running unlimited, unless
+    ``limits="per-process"`` accepts weaker limits there (``RLIMIT_AS`` per process for
+    memory, the uid's ``RLIMIT_NPROC`` for processes: `sandbox.limits` says what that
+    gives up, and so does every result, in ``Termination.weakened``). Where a cgroup can
+    be had it is used either way.
     """
 
     network: bool = False
@@ -135,6 +143,7 @@ class SandboxPolicy:
     hostname: str = "sandbox"
     seccomp: SeccompProfile = "default"
     sandbox_uid: int | None = None
+    limits: LimitsMode = "cgroup"
 
     def __post_init__(self) -> None:
         if not isinstance(self.network, bool):
@@ -167,6 +176,10 @@ class SandboxPolicy:
             raise PolicyError(
                 f"seccomp profile {self.seccomp!r} is unknown; the only profile is 'default' "
                 "(seccomp cannot be turned off)"
+            )
+        if self.limits not in ("cgroup", "per-process"):
+            raise PolicyError(
+                f"limits {self.limits!r} is unknown: 'cgroup' (the default) or 'per-process'"
             )
         if self.sandbox_uid is not None:
             _positive("sandbox_uid", self.sandbox_uid, 1)

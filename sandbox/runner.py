@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .cgroups import CgroupLayout
 from .handle import Sandbox
 
 if TYPE_CHECKING:
@@ -98,12 +99,14 @@ def run(
     on_stdout: Sink | None = None,
     on_stderr: Sink | None = None,
     fds: Mapping[int, int] | None = None,
+    layout: CgroupLayout | None = None,
 ) -> RunResult:
     """Run ``command`` in a fresh sandbox and tear it down; nothing of it survives.
 
     With ``on_stdout``/``on_stderr`` the kept bytes are passed on as they arrive instead
     of being collected. ``stdin_fd`` hands the program an fd of ours as its stdin (instead
     of ``input`` or /dev/null). ``fds`` maps extra child fds (3 and up) to parent fds.
+    ``layout``: the cgroup hierarchies to use (default: what this machine offers).
     """
     if timeout is not None and timeout <= 0:
         raise ValueError("timeout must be positive")
@@ -111,7 +114,7 @@ def run(
         raise ValueError("give input or stdin_fd, not both")
     cmd = command if isinstance(command, Command) else Command(tuple(command))
     started = time.monotonic()
-    plan = prepare_launch(policy, cmd, fds=fds)
+    plan = prepare_launch(policy, cmd, fds=fds, layout=layout)
     stdin: int = subprocess.DEVNULL
     if input is not None:
         stdin = subprocess.PIPE

@@ -71,6 +71,9 @@ class Termination:
     peak_memory_bytes: int | None = None
     cpu_seconds: float | None = None
     detail: str = ""
+    #: The guarantees the sandbox ran without: per-process limits where no cgroup could
+    #: be had (`sandbox.limits`), in words; empty for a sandbox with all of them.
+    weakened: tuple[str, ...] = ()
 
     @property
     def exit_status(self) -> int:
@@ -92,6 +95,7 @@ class Termination:
             "peak_memory_bytes": self.peak_memory_bytes,
             "cpu_seconds": self.cpu_seconds,
             "detail": self.detail,
+            "weakened": list(self.weakened),
         }
 
 
@@ -112,6 +116,7 @@ def classify(
     cpu_seconds_used: float | None = None,
     cpu_limit: int | None = None,
     memory_limit: int | None = None,
+    weakened: tuple[str, ...] = (),
 ) -> Termination:
     """Classify the end of a sandbox whose bwrap exited with ``returncode`` (negative:
     killed by that signal, as `subprocess` reports it)."""
@@ -142,6 +147,7 @@ def classify(
         "limits_hit": frozenset(limits),
         "peak_memory_bytes": counters.peak_memory_bytes,
         "cpu_seconds": cpu_seconds_used,
+        "weakened": weakened,
     }
     never_ran = status.exit_code is None and returncode >= 0 and kill_reason is None
     if status.setup_error is not None or never_ran:

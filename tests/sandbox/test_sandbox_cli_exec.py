@@ -86,3 +86,10 @@ def test_exec_refuses_bad_input_clearly(tmp_path: Path) -> None:
     private.mkdir(mode=0o700)  # root's alone: the sandbox could not read it, so say so now
     p = sandvisor("exec", "--ro-bind", str(private), "--", "true")
     assert p.returncode == 125 and b"not readable by the sandbox" in p.stderr
+
+
+def test_exec_per_process_limits_are_only_a_fallback(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    p = sandvisor("exec", "--per-process-limits", "--report", str(report), "--", "true")
+    # with cgroups here, the option changes nothing: nothing is given up
+    assert p.returncode == 0 and json.loads(report.read_text())["weakened"] == []

@@ -19,6 +19,7 @@ def test_defaults_are_the_safe_ones() -> None:
     assert p.memory_bytes == 512 * MiB and p.pids == 128
     assert p.seccomp == "default"
     assert p.sandbox_uid is None  # a fresh uid per sandbox
+    assert p.limits == "cgroup"  # per-process limits only when asked for
     assert p.file_size_bytes is not None and p.open_files > 0
 
 
@@ -53,6 +54,8 @@ def test_policy_is_frozen_and_env_is_a_copy() -> None:
         {"sandbox_uid": 0},
         {"sandbox_uid": 65534},
         {"sandbox_uid": -5},
+        {"limits": "none"},
+        {"limits": "cgroups"},
         {"binds": ("/usr",)},
         {"binds": (Bind("/a", "/x"), Bind("/b", "/x"))},
     ],
