@@ -2,7 +2,8 @@
 
 Two families: *control* (break, continue, return, exit) unwinds to the construct that
 handles it; *failures* either end the current command (``ShellError``), end the script
-like bash does for fatal expansion errors (``FatalShellError``), or abort the whole
+like bash does for fatal expansion errors (``FatalShellError``), abandon the command line
+(``DiscardLine``), or abort the whole
 execution with an ``error`` field (``AbortExecution``: limits, process substitution).
 """
 
@@ -73,6 +74,15 @@ class FatalShellError(ShellError):
     """An expansion error after which a non-interactive bash exits (``${x:?}``,
     ``set -u``, bad substitution, arithmetic errors in ``$(( ))``), with status 1 as a
     script file does (``bash -c`` alone exits 127 for ``${x:?}`` and ``set -u``)."""
+
+
+class DiscardLine(FatalShellError):
+    """An error after which bash abandons the command line it is running (bash's
+    ``DISCARD``): an arithmetic error in ``$(( ))``, a bad substitution, an assignment to
+    a readonly variable or with a bad subscript. At the top level of a script the rest of
+    that line's command (functions and loops it is inside included) is skipped, ``$?`` is
+    1 and the script goes on, also under ``set -e``; ``eval`` returns 1; a subshell ends
+    with 1, like ``FatalShellError``."""
 
 
 def unbound(name: str) -> FatalShellError:

@@ -9,7 +9,14 @@ Differential cases: ``cases_control.txt``.
 
 from __future__ import annotations
 
-from ..errors import BreakLoop, ContinueLoop, FatalShellError, LimitExceeded, ShellError
+from ..errors import (
+    BreakLoop,
+    ContinueLoop,
+    DiscardLine,
+    FatalShellError,
+    LimitExceeded,
+    ShellError,
+)
 from ..syntax import ast as A
 from .arithmetic import ArithError, compile_arith
 from .conditions import binary_test, unary_test
@@ -200,7 +207,7 @@ class ControlMixin(Expander):
                     await self.arith_word(update, 0)
         except ArithError as exc:
             text = (cond.literal if cond else "") or ""
-            raise FatalShellError(exc.render(text.strip()), 1) from None
+            raise DiscardLine(exc.render(text.strip()), 1) from None
         finally:
             self.loop_depth -= 1
         self.status = status
@@ -257,6 +264,8 @@ class ControlMixin(Expander):
         except ArithError as exc:
             self.error("[[: " + exc.render(exc.token or ""))
             status = 1
+        except FatalShellError:
+            raise
         except ShellError as exc:
             self.error(exc.message)
             status = exc.status

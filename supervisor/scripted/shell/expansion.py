@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ..contract import ExecutionLimits
-from ..errors import AbortExecution, FatalShellError, LimitExceeded, unbound
+from ..errors import AbortExecution, DiscardLine, FatalShellError, LimitExceeded, unbound
 from ..integers import INT_MAX
 from ..syntax import ast as A
 from .arithmetic import ArithError, compile_arith
@@ -366,9 +366,9 @@ class Expander(Variables):
         try:
             return compile_arith(text)(self)
         except ArithError as exc:
-            raise FatalShellError(exc.render(text.strip()), 1) from None
+            raise DiscardLine(exc.render(text.strip()), 1) from None
         except RecursionError:
-            raise FatalShellError(f"{text.strip()}: expression recursion level exceeded") from None
+            raise DiscardLine(f"{text.strip()}: expression recursion level exceeded") from None
 
     # ------------------------------------------------------------- parameters
 
@@ -420,7 +420,7 @@ class Expander(Variables):
                 key: int | str = sub if self.is_assoc(name) else self.arith_expr(sub)
                 return self.get_item(name, key), None, False
             if not (_NAME_RE.match(ref) or ref.isdigit() or ref in "@*#?-$!"):
-                raise FatalShellError(f"{ref}: invalid variable name", 1)
+                raise DiscardLine(f"{ref}: invalid variable name", 1)
             name = ref
             index = None
         if name in ("@", "*"):
@@ -435,7 +435,7 @@ class Expander(Variables):
     async def expand_param(self, p: A.Param, quoted: bool, b: FieldBuilder) -> None:
         op = p.op
         if op == "bad":
-            raise FatalShellError(f"{p.text}: bad substitution", 1)
+            raise DiscardLine(f"{p.text}: bad substitution", 1)
         if op in ("!*", "!@"):
             names = sorted(n for n in self.vars if n.startswith(p.name))
             self._emit_multi(names, quoted, op == "!*", b)
@@ -463,7 +463,7 @@ class Expander(Variables):
             text = await self.expand_string(p.arg) if p.arg else ""
             if kind == "=":
                 if p.indirect or not _NAME_RE.match(p.name):
-                    raise FatalShellError(f"${p.name}: cannot assign in this way", 1)
+                    raise DiscardLine(f"${p.name}: cannot assign in this way", 1)
                 if isinstance(p.index, A.Word):
                     self.assign_item(p.name, await self.subscript_key(p.name, p.index), text)
                 else:
@@ -593,7 +593,7 @@ class Expander(Variables):
                 items = sorted(val.items()) if type(val) is dict else list(enumerate(multi))
             self._emit(None, slice_items(items, offset, length), star, quoted, b)
         except ValueError as exc:
-            raise FatalShellError(str(exc), 1) from None
+            raise DiscardLine(str(exc), 1) from None
 
     async def _replacement(self, word: A.Word | None):  # type: ignore[no-untyped-def]
         """The replacement of ``${x/p/r}``: an unquoted ``&`` stands for the match."""

@@ -28,6 +28,7 @@ from ..errors import (
     AbortExecution,
     BreakLoop,
     ContinueLoop,
+    DiscardLine,
     ExitShell,
     FatalShellError,
     LimitExceeded,
@@ -143,9 +144,38 @@ class Interpreter(ControlMixin, Expander):
 
     async def run_program(self, program: A.Program) -> int:
         """Run a whole script: ``exit`` and fatal errors end it with their status."""
-        status = await self.run_to_exit(program.body)
+        try:
+            status = await self.run_lines(program)
+        except ExitShell as exc:
+            status = exc.status
+        except FatalShellError as exc:
+            self.error(exc.message)
+            status = exc.status
+        except (BreakLoop, ContinueLoop):
+            status = self.status
+        except ReturnFromFunction as exc:
+            status = exc.status
         self.status = status
         return await self.run_exit_trap(status)
+
+    async def run_lines(self, program: A.Program) -> int:
+        """The top-level commands, line by line as bash reads a script file: an error
+        that makes bash abandon a line (``DiscardLine``) skips the rest of that line's
+        commands, sets ``$?`` to 1, and the script goes on with the next line."""
+        body = program.body.body
+        status = self.status
+        i = 0
+        while i < len(body):
+            node = body[i]
+            try:
+                status = await _DISPATCH[type(node)](self, node)
+            except DiscardLine as exc:
+                self.error(exc.message)
+                status = self.status = 1
+                i = next((k for k in program.lines if k > i), len(body))
+                continue
+            i += 1
+        return status
 
     async def run_to_exit(self, node: A.Node) -> int:
         """Run a (sub)shell's code; ``exit``, fatal errors and stray break/continue/
@@ -235,9 +265,11 @@ class Interpreter(ControlMixin, Expander):
                     try:
                         self.arith_set(a.name, fn(self))
                     except ArithError as exc:
-                        raise FatalShellError(exc.render(_arith_text(a)), 1) from None
+                        raise DiscardLine(exc.render(_arith_text(a)), 1) from None
+                    except FatalShellError:
+                        raise
                     except ShellError as exc:
-                        raise FatalShellError(exc.message, exc.status) from None
+                        raise DiscardLine(exc.message, exc.status) from None
                     self.status = 0
                     return 0
             status = await self.assignments_only(cmd.assigns, cmd.redirs)
@@ -290,7 +322,7 @@ class Interpreter(ControlMixin, Expander):
             except FatalShellError:
                 raise
             except ShellError as exc:
-                raise FatalShellError(exc.message, exc.status) from None
+                raise DiscardLine(exc.message, exc.status) from None
         status = self.cmdsub_status
         if redirs:
             saved = (self.out, self.err, self.stdin)
@@ -320,6 +352,8 @@ class Interpreter(ControlMixin, Expander):
         if len(value) > self.limits.max_value_bytes:
             raise LimitExceeded(f"maximum value size exceeded ({self.limits.max_value_bytes})")
         key = await self.subscript_key(a.name, a.index) if a.index is not None else None
+        if key == "" and a.index is not None:
+            raise ShellError(f"{a.name}[{a.index.text}]: bad array subscript")
 
         def store() -> None:
             if key is not None:
@@ -408,7 +442,7 @@ class Interpreter(ControlMixin, Expander):
         fn = self.functions.get(name)
         if fn is not None:
             if assigns:
-                return await self.with_temp_assigns(assigns, self.call_function(fn, argv))
+                return await self.with_temp_assigns(assigns, lambda: self.call_function(fn, argv))
             return await self.call_function(fn, argv)
         entry = self.ctx.resolve.get(name)
         if entry is None:
@@ -420,9 +454,14 @@ class Interpreter(ControlMixin, Expander):
         kind, impl = entry
         if kind == BUILTIN:
             if assigns and name not in SPECIAL_BUILTINS:
-                return await self.with_temp_assigns(assigns, self.run_builtin(impl, argv))
+                return await self.with_temp_assigns(assigns, lambda: self.run_builtin(impl, argv))
             for a in assigns:
-                await self.do_assign(a)
+                try:
+                    await self.do_assign(a)
+                except FatalShellError:
+                    raise
+                except ShellError as exc:
+                    self.error(exc.message)
             return await self.run_builtin(impl, argv)
         for a in assigns:
             if a.value is not None:
@@ -441,15 +480,24 @@ class Interpreter(ControlMixin, Expander):
             self.error(exc.message)
             return exc.status
 
-    async def with_temp_assigns(self, assigns: tuple[A.Assign, ...], run: Awaitable[int]) -> int:
+    async def with_temp_assigns(
+        self, assigns: tuple[A.Assign, ...], run: Callable[[], Awaitable[int]]
+    ) -> int:
+        """``NAME=value cmd``: the assignments hold while ``run`` runs. One that fails
+        (a readonly variable) is reported and skipped; the command still runs, as in bash."""
         saved: list[tuple[str, Var | None]] = []
         try:
             for a in assigns:
                 saved.append((a.name, self.vars.get(a.name)))
                 if a.name in self.vars:
                     self.vars[a.name] = self.vars[a.name].copy(self.gen)
-                await self.do_assign(a)
-            return await run
+                try:
+                    await self.do_assign(a)
+                except FatalShellError:
+                    raise
+                except ShellError as exc:
+                    self.error(exc.message)
+            return await run()
         finally:
             for name, old in reversed(saved):
                 if old is None:
@@ -741,7 +789,12 @@ class Interpreter(ControlMixin, Expander):
         except ShellSyntaxError as exc:
             self.error(f"eval: {exc.message}")
             return 2
-        return await self.run_seq(program.body)
+        try:
+            return await self.run_seq(program.body)
+        except DiscardLine as exc:
+            self.error(exc.message)
+            self.status = 1
+            return 1
 
 
 def _distance(a: str, b: str, cap: int) -> int:

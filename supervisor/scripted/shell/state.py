@@ -285,6 +285,9 @@ class Variables(ArithEnv):
                     raise ShellError(
                         f"{name}: {value}: must use subscript when assigning associative array"
                     )
+                if not key:
+                    self.error(f"[{key}]={value}: bad array subscript")  # bash skips it
+                    continue
                 value = self._convert(v, value)
                 new[key] = new.get(key, "") + value if item_append else value
                 continue
@@ -437,6 +440,9 @@ class Variables(ArithEnv):
     def nounset_check(self, name: str) -> bool:
         """Overridden by the interpreter: True when ``set -u`` is on."""
         return False
+
+    def error(self, message: str) -> None:
+        """Overridden by the interpreter: report on stderr."""
 
 
 def _random(sh: Variables) -> str:

@@ -348,6 +348,9 @@ Node: TypeAlias = (
 class Program:
     body: Sequence
     source: str = ""
+    #: indices into ``body.body`` of the commands that start a new line (bash reads a
+    #: script file line by line: an abandoned line skips to the next of these)
+    lines: tuple[int, ...] = ()
 
 
 EMPTY_SEQUENCE = Sequence(())

@@ -21,7 +21,7 @@ from ..errors import ParseLimitError, ShellSyntaxError
 from ..shell.arithmetic import ArithError, compile_arith
 from . import ast as A
 from .braces import brace_expand
-from .parse_repair import REDIRECT_OP
+from .parse_repair import REDIRECT_OP, LostSeparator
 from .syntax_errors import UNEXPECTED_IN_COMMAND, empty_for_list, syntax_error
 from .word_parser import WordLexer, make_word
 
@@ -30,6 +30,7 @@ RESERVED = frozenset(
 )
 _REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 _SKIP = frozenset({"comment", "heredoc_body", "heredoc_end"})
+_LIST_OPERATORS = frozenset({"|", "|&", "&&", "||"})
 
 
 class Converter:
@@ -50,7 +51,9 @@ class Converter:
         self.masked: list[tuple[int, int]] = []  # regions tree-sitter saw blanked
         self.bangs: set[int] = set()  # `!` removed before compound commands
         self.fakes: dict[int, int] = {}  # redirections disguised as assignments
+        self.herestrings: set[int] = set()  # byte offsets of `<<<` masked as `<`
         self.data = data
+        self.parsed = data  # the text tree-sitter parsed (masked and repaired)
         self.ascii = len(src) == len(data)
         self.max_depth = max_depth
         self.max_ops = max_ops
@@ -172,15 +175,44 @@ class Converter:
                 f"parser fuel exhausted ({self.ops} operations, max {self.max_ops})"
             )
 
-    def sequence(self, nodes: list[Node]) -> A.Sequence:
+    def check_separators(self, node: Node) -> None:
+        """Raise ``LostSeparator`` where a line break inside ``node`` separated two
+        commands for bash (tree-sitter-bash issue 347 joins them); a line break is part
+        of a command only after ``|``, ``&&`` or ``||`` or when escaped."""
+        parsed = self.parsed
+        if b"\n" not in parsed[node.start_byte : node.end_byte]:
+            return
+        prev: Node | None = None
+        after_op = False
+        for ch in node.children:
+            if prev is not None and not after_op:
+                gap = parsed[prev.end_byte : ch.start_byte]
+                nl = gap.find(b"\n")
+                while nl > 0 and gap[nl - 1] == 0x5C:  # backslash-newline joins lines
+                    nl = gap.find(b"\n", nl + 1)
+                if nl >= 0:
+                    comment = prev.type == "comment"
+                    blank = (prev.start_byte, prev.end_byte) if comment else None
+                    raise LostSeparator(prev.end_byte + nl, blank)
+            if ch.type != "comment":
+                after_op = ch.type in _LIST_OPERATORS
+            prev = ch
+
+    def sequence(self, nodes: list[Node], lines: list[int] | None = None) -> A.Sequence:
+        """Statements; ``lines`` receives the indices of those that begin a new line
+        (a line break between them and the statement before)."""
         out: list[A.Node] = []
+        prev_end = 0
         for n in nodes:
             t = n.type
             if t in _SKIP or not n.is_named:
                 if t == "&" and out:
                     out[-1] = A.Background(out[-1], _line_of(out[-1]))
                 continue
+            if lines is not None and (not out or b"\n" in self.data[prev_end : n.start_byte]):
+                lines.append(len(out))
             out.append(self.stmt(n))
+            prev_end = n.end_byte
         return A.Sequence(tuple(out), out[0].line if out else 1)
 
     def body_of(self, node: Node) -> A.Sequence:
@@ -224,6 +256,7 @@ class Converter:
         return result
 
     def s_command(self, node: Node) -> A.Node:
+        self.check_separators(node)
         line = node.start_point[0] + 1
         assigns: list[A.Assign] = []
         redirs: list[A.Redir] = []
@@ -263,6 +296,7 @@ class Converter:
         return A.SimpleCommand((self.assignment(node),), (), (), node.start_point[0] + 1)
 
     def s_variable_assignments(self, node: Node) -> A.Node:
+        self.check_separators(node)
         assigns: list[A.Assign] = []
         redirs: list[A.Redir] = []
         for ch in node.named_children:
@@ -281,6 +315,7 @@ class Converter:
         return A.Redir(m.group(2), self.word_range(m.end(), end), fd)
 
     def s_declaration_command(self, node: Node) -> A.Node:
+        self.check_separators(node)
         line = node.start_point[0] + 1
         builtin = self.text(node.children[0])
         args: list[A.ArgWord | A.Assign] = []
@@ -303,6 +338,7 @@ class Converter:
         return A.DeclCommand(builtin, tuple(args), tuple(redirs), line)
 
     def s_unset_command(self, node: Node) -> A.Node:
+        self.check_separators(node)
         nodes = [ch for ch in node.children[1:] if ch.is_named and ch.type != "comment"]
         redirs = tuple(self.redirect(ch) for ch in nodes if ch.type in _REDIRECT_TYPES)
         nodes = [ch for ch in nodes if ch.type not in _REDIRECT_TYPES]
@@ -329,6 +365,7 @@ class Converter:
         return A.SimpleCommand((), tuple(words), (), line)
 
     def s_redirected_statement(self, node: Node) -> A.Node:
+        self.check_separators(node)
         body_node = node.child_by_field_name("body")
         redirs: list[A.Redir] = []
         tail_pipe: list[A.Node] = []
@@ -388,6 +425,7 @@ class Converter:
                     rest.append((op, converted))
 
     def s_pipeline(self, node: Node) -> A.Node:
+        self.check_separators(node)
         cmds: list[A.Node] = []
         stderr_too: list[bool] = []
         negate = False
@@ -430,6 +468,7 @@ class Converter:
         return A.Pipeline((inner,), True, (), node.start_point[0] + 1)
 
     def s_list(self, node: Node) -> A.Node:
+        self.check_separators(node)
         first: A.Node | None = None
         rest: list[tuple[str, A.Node]] = []
         op = None
@@ -672,7 +711,7 @@ class Converter:
             if t == "file_descriptor":
                 fd = int(self.text(ch))
             elif not ch.is_named and not op:
-                op = t
+                op = "<<<" if t == "<" and ch.start_byte in self.herestrings else t
                 target_start = self.c(ch.end_byte)
             elif t == "heredoc_start":
                 heredoc_start = ch

@@ -3,7 +3,7 @@ with the confusing regions masked (same UTF-8 length, so offsets still match the
 original text, which is where words are lexed from).
 
 Differential cases: ``cases_errors.txt``, ``cases_expansion.txt``,
-``cases_control.txt``.
+``cases_control.txt``, ``cases_fidelity.txt``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,24 @@ _ASSIGN_AT_START = re.compile(
     r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]\n]*\])?\+?="
 )
 REDIRECT_OP = re.compile(r"(\d*)(&>>|&>|>>|>\||>&|<&|>|<(?![<(]))[ \t]*")
+
+
+class LostSeparator(Exception):
+    """tree-sitter-bash dropped the line break at byte ``offset`` between two commands
+    (tree-sitter-bash issue 347: after a pipeline of two or more stages, or after an
+    assignment with a redirection, the next line's words join the command before it).
+    The parser writes a ``;`` there and parses again; a comment that ends at that line
+    break (``blank``: its byte range) is blanked first, so the ``;`` stays outside it."""
+
+    def __init__(self, offset: int, blank: tuple[int, int] | None) -> None:
+        super().__init__(offset)
+        self.offset = offset
+        self.blank = blank
+
+    def apply(self, text: bytearray) -> None:
+        if self.blank is not None:
+            text[self.blank[0] : self.blank[1]] = b" " * (self.blank[1] - self.blank[0])
+        text[self.offset] = ord(";")
 
 
 def _scan_word(s: str, i: int) -> int:
@@ -75,6 +93,7 @@ def mask_expansions(
     spans: list[tuple[int, int]] | None = None,
     bangs: set[int] | None = None,
     fakes: dict[int, int] | None = None,
+    herestrings: set[int] | None = None,
 ) -> str:
     """The script with the inside of every ``${...}`` and ``$((...))`` blanked out
     (same UTF-8 length, newlines kept) and every ``[`` command renamed. tree-sitter-bash
@@ -83,13 +102,19 @@ def mask_expansions(
     from the original text anyway, so when tree-sitter reports an error the script is
     parsed again in this form. ``spans`` receives the blanked (start, end) offsets: a
     ``$(...)`` found there must be parsed from the original text; ``bangs`` the offsets
-    of the ``!`` removed before a compound command, which the converter puts back."""
+    of the ``!`` removed before a compound command, which the converter puts back.
+
+    Also masked: a bracket expression whose first member is ``]`` (``[]]``, ``[^]]``,
+    ``[!]]``: a case pattern or a regex), and the ``<<<`` of a here-string on a brace
+    group or subshell (written ``<`` and recorded in ``herestrings``). Comments and
+    here-document bodies are skipped, so an apostrophe in them changes nothing."""
     out = list(script)
     if fakes is not None:
         _mask_assignment_redirects(script, out, fakes)
     n = len(script)
     i = 0
     quote = ""
+    heredocs: list[tuple[str, bool]] = []  # delimiters whose bodies start at the next line
     while i < n:
         c = script[i]
         if c == "\\":
@@ -101,9 +126,44 @@ def mask_expansions(
             i += 1
             continue
         if c == "'" and quote != '"':
+            if i > 0 and script[i - 1] == "$":
+                i = _ansi_end(script, i + 1)  # $'...': backslash escapes the quote
+                continue
             quote = "'"
         elif c == '"':
             quote = "" if quote == '"' else '"'
+        elif quote:
+            if c == "$" and script.startswith("{", i + 1):
+                end = _match_close(script, i + 2, "{", "}")
+                if end > 0:
+                    _blank(out, script, i + 2, end, spans)
+                    i = end + 1
+                    continue
+            elif c == "$" and script.startswith("((", i + 1):
+                i = _mask_arith(script, out, i, spans)
+                continue
+        elif c == "#" and (i == 0 or script[i - 1] in _WORD_START):
+            nl = script.find("\n", i)
+            i = n if nl < 0 else nl  # a comment
+            continue
+        elif c == "\n" and heredocs:
+            i = _skip_heredoc_bodies(script, i + 1, heredocs)
+            continue
+        elif c == "<" and script.startswith("<<", i) and not script.startswith("<<<", i):
+            i = _heredoc_start(script, i + 2, heredocs)
+            continue
+        elif c == "<" and script.startswith("<<<", i) and _after_group(script, i):
+            out[i + 1] = out[i + 2] = " "  # tree-sitter refuses `{ ...; } <<< w`
+            if herestrings is not None:
+                herestrings.add(len(script[:i].encode("utf-8", "surrogatepass")))
+            i += 3
+            continue
+        elif c == "[" and _BRACKET_WITH_CLOSE.match(script, i):
+            end = _bracket_end(script, i)
+            if end > 0:
+                _blank(out, script, i, end + 1, None)
+                i = end + 1
+                continue
         elif c == "$" and script.startswith("{", i + 1):
             end = _match_close(script, i + 2, "{", "}")
             if end > 0:
@@ -112,7 +172,6 @@ def mask_expansions(
                 continue
         elif (
             c == "!"
-            and not quote
             and (i == 0 or script[i - 1] in " \t\n;&|({")
             and _COMPOUND_AFTER_BANG.match(script, i + 1)
         ):
@@ -121,24 +180,99 @@ def mask_expansions(
                 bangs.add(i)
         elif (
             c == "["
-            and not quote
             and script[i + 1 : i + 2] in (" ", "\t")
             and (i == 0 or script[i - 1] in " \t\n;&|(!{")
         ):
             out[i] = "_"  # `[` is a plain command to bash; tree-sitter parses it as a test
         elif c == "$" and script.startswith("((", i + 1):
-            end = _match_close(script, i + 3, "(", ")")
-            if end > 0 and script.startswith(")", end + 1):
-                _blank(out, script, i + 3, end, spans)
-                i = end + 2
-                continue
-            end = _match_close(script, i + 2, "(", ")")  # `$( (...); ...)`: a subshell
-            if end > 0:
-                _blank(out, script, i + 2, end, spans)
-                i = end + 1
-                continue
+            i = _mask_arith(script, out, i, spans)
+            continue
         i += 1
     return "".join(out)
+
+
+_WORD_START = frozenset(" \t\n;&|()<>")
+#: ``[]...]``, ``[!]...]``, ``[^]...]``: the first ``]`` is a member, not the end
+_BRACKET_WITH_CLOSE = re.compile(r"\[[!^]?\]")
+_HEREDOC_DELIM = re.compile(r"[ \t]*((?:[^\s;&|<>()'\"\\]|'[^']*'|\"[^\"]*\"|\\.)+)")
+
+
+def _mask_arith(script: str, out: list[str], i: int, spans: list[tuple[int, int]] | None) -> int:
+    """``$((...))`` (or ``$( (...) )``, a subshell) at ``i``: blank its inside."""
+    end = _match_close(script, i + 3, "(", ")")
+    if end > 0 and script.startswith(")", end + 1):
+        _blank(out, script, i + 3, end, spans)
+        return end + 2
+    end = _match_close(script, i + 2, "(", ")")  # `$( (...); ...)`: a subshell
+    if end > 0:
+        _blank(out, script, i + 2, end, spans)
+        return end + 1
+    return i + 1
+
+
+def _ansi_end(script: str, i: int) -> int:
+    """The offset after the ``'`` that closes a ``$'...'`` string whose body starts at i."""
+    n = len(script)
+    while i < n and script[i] != "'":
+        i += 2 if script[i] == "\\" else 1
+    return i + 1
+
+
+def _bracket_end(script: str, i: int) -> int:
+    """The ``]`` that closes the bracket expression at ``i`` (-1 if none in this word)."""
+    j = i + 1
+    if script[j] in "!^":
+        j += 1
+    j += 1  # the leading `]` is a member
+    while j < len(script) and script[j] not in _WORD_START:
+        if script.startswith("[:", j) or script.startswith("[=", j) or script.startswith("[.", j):
+            close = script.find(script[j + 1] + "]", j + 2)
+            if close < 0:
+                return -1
+            j = close + 2
+            continue
+        if script[j] == "]":
+            return j
+        j += 1
+    return -1
+
+
+def _after_group(script: str, i: int) -> bool:
+    """Is the ``<<<`` at ``i`` on a brace group or subshell (after ``}`` or ``)``)?"""
+    j = i - 1
+    while j >= 0 and script[j] in " \t":
+        j -= 1
+    return j >= 0 and script[j] in "})" and (j == 0 or script[j - 1] != "$")
+
+
+def _heredoc_start(script: str, i: int, pending: list[tuple[str, bool]]) -> int:
+    """After ``<<``: note the delimiter (quotes removed) whose body starts at the next
+    line; returns the offset after it."""
+    strip = script.startswith("-", i)
+    if strip:
+        i += 1
+    m = _HEREDOC_DELIM.match(script, i)
+    if m is None:
+        return i
+    word = re.sub(r"\\(.)|['\"]", lambda x: x.group(1) or "", m.group(1))
+    pending.append((word, strip))
+    return m.end()
+
+
+def _skip_heredoc_bodies(script: str, i: int, pending: list[tuple[str, bool]]) -> int:
+    """From the start of the line after a here-document operator: past every pending
+    body and its delimiter line."""
+    n = len(script)
+    for word, strip in pending:
+        while i < n:
+            nl = script.find("\n", i)
+            end = n if nl < 0 else nl
+            line = script[i:end]
+            i = end + 1
+            if (line.lstrip("\t") if strip else line) == word:
+                break
+    pending.clear()
+    return min(i, n)
 
 
 def _match_close(s: str, i: int, open_c: str, close_c: str) -> int:
@@ -177,16 +311,24 @@ def _blank(
 
 
 def unterminated_quote(src: str) -> tuple[str, int] | None:
-    """The quote char and offset of a quote that is never closed (comments skipped)."""
+    """The quote char and offset of a quote that is never closed (comments and
+    here-document bodies skipped)."""
     i, n = 0, len(src)
+    heredocs: list[tuple[str, bool]] = []
     while i < n:
         c = src[i]
         if c == "\\":
             i += 2
             continue
-        if c == "#" and (i == 0 or src[i - 1] in " \t\n;&|("):
+        if c == "#" and (i == 0 or src[i - 1] in _WORD_START):
             nl = src.find("\n", i)
             i = n if nl < 0 else nl
+            continue
+        if c == "\n" and heredocs:
+            i = _skip_heredoc_bodies(src, i + 1, heredocs)
+            continue
+        if src.startswith("<<", i) and not src.startswith("<<<", i):
+            i = _heredoc_start(src, i + 2, heredocs)
             continue
         if c == "'":
             ansi = i > 0 and src[i - 1] == "$"

@@ -3,7 +3,9 @@
 tree-sitter-bash builds the tree (``convert`` turns it into ``ast`` nodes); when it
 reports an error, the script is parsed once more with the regions that are known to
 confuse it masked (``parse_repair``), and only if that fails too is the first error
-reported, with line and column, before anything runs.
+reported, with line and column, before anything runs. When the tree has silently joined
+two lines into one command (a line break lost, ``LostSeparator``), a ``;`` is written at
+that line break and the script parsed again, so no line is ever lost.
 
 Differential cases: ``cases_basics.txt``, ``cases_control.txt``, ``cases_errors.txt``.
 """
@@ -18,7 +20,7 @@ from tree_sitter import Language, Node, Parser
 from ..errors import ShellSyntaxError
 from . import ast as A
 from .convert import Converter
-from .parse_repair import mask_expansions
+from .parse_repair import LostSeparator, mask_expansions
 from .syntax_errors import first_error
 
 _LANGUAGE = Language(tree_sitter_bash.language())
@@ -33,45 +35,73 @@ def parse(script: str, max_depth: int = 100, max_ops: int = 100_000) -> A.Progra
 @lru_cache(maxsize=512)
 def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
     data = script.encode("utf-8", "surrogatepass")
-    tree = _PARSER.parse(data)
-    err = first_error(tree.root_node)
-    if err is None:
-        try:
-            return _convert(script, data, tree.root_node, max_depth, max_ops, [], set())
-        except ShellSyntaxError as first:
-            error: ShellSyntaxError = first
-    else:
-        error = Converter(script, data, tree.root_node, max_depth, max_ops, parse).syntax_error(err)
-    # tree-sitter-bash misparses some valid scripts: parse again with the regions that
-    # confuse it masked (see mask_expansions); if that fails too, report the first error
-    spans: list[tuple[int, int]] = []
-    bangs: set[int] = set()
-    fakes: dict[int, int] = {}
-    masked = mask_expansions(script, spans, bangs, fakes)
-    if masked != script:
-        retry = _PARSER.parse(masked.encode("utf-8", "surrogatepass"))
-        if first_error(retry.root_node) is None:
+    text = bytearray(data)  # what tree-sitter reads: repaired, then maybe masked
+    repairs = _Repairs()
+    error: ShellSyntaxError | None = None
+    for _ in range(_MAX_ROUNDS):
+        root = _PARSER.parse(bytes(text)).root_node
+        err = first_error(root)
+        if err is None:
             try:
-                return _convert(
-                    script, data, retry.root_node, max_depth, max_ops, spans, bangs, fakes
-                )
-            except ShellSyntaxError:
-                pass
-    raise error
+                return _convert(script, data, bytes(text), root, max_depth, max_ops, repairs)
+            except LostSeparator as lost:
+                lost.apply(text)
+                repairs.lost.append(lost)
+                continue
+            except ShellSyntaxError as exc:
+                failure = exc
+        else:
+            conv = Converter(script, data, root, max_depth, max_ops, parse)
+            failure = conv.syntax_error(err)
+        error = error or failure
+        # tree-sitter-bash misparses some valid scripts: parse again with the regions
+        # that confuse it masked (see mask_expansions); if that fails too, report the
+        # first error
+        if repairs.masked:
+            break
+        repairs.masked = True
+        masked = mask_expansions(
+            script, repairs.spans, repairs.bangs, repairs.fakes, repairs.herestrings
+        )
+        if masked == script:
+            break
+        text = bytearray(masked.encode("utf-8", "surrogatepass"))
+        for lost in repairs.lost:
+            lost.apply(text)
+    raise error or ShellSyntaxError("syntax error: the parser could not read the script")
+
+
+#: parse rounds: each repairs one lost line break (or masks once) and parses again
+_MAX_ROUNDS = 64
+
+
+class _Repairs:
+    """What the rounds changed in the text tree-sitter reads (see ``parse_repair``)."""
+
+    def __init__(self) -> None:
+        self.lost: list[LostSeparator] = []
+        self.masked = False
+        self.spans: list[tuple[int, int]] = []
+        self.bangs: set[int] = set()
+        self.fakes: dict[int, int] = {}
+        self.herestrings: set[int] = set()
 
 
 def _convert(
     script: str,
     data: bytes,
+    parsed: bytes,
     root: Node,
     max_depth: int,
     max_ops: int,
-    spans: list[tuple[int, int]],
-    bangs: set[int],
-    fakes: dict[int, int] | None = None,
+    repairs: _Repairs,
 ) -> A.Program:
     conv = Converter(script, data, root, max_depth, max_ops, parse)
-    conv.masked = spans
-    conv.bangs = bangs
-    conv.fakes = fakes or {}
-    return A.Program(conv.sequence(list(root.children)), script)
+    conv.parsed = parsed
+    conv.masked = repairs.spans
+    conv.bangs = set(repairs.bangs)  # the converter consumes them
+    conv.fakes = repairs.fakes
+    conv.herestrings = repairs.herestrings
+    lines: list[int] = []
+    body = conv.sequence(list(root.children), lines)
+    return A.Program(body, script, tuple(lines))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ...errors import ShellError
+from ...errors import FatalShellError, ShellError
 from ...integers import decimal64
 from ...syntax import ast as A
 from ...syntax.parser import parse
@@ -91,6 +91,8 @@ async def run_declaration(sh: Interpreter, cmd: A.DeclCommand) -> int:
             items.extend(await sh.expand_args((arg,)))  # type: ignore[arg-type]
     try:
         return await declare(sh, cmd.builtin, items)
+    except FatalShellError:
+        raise
     except ShellError as exc:
         sh.error(exc.message)
         return exc.status
@@ -142,6 +144,8 @@ async def declare(sh: Interpreter, builtin: str, items: list[str | A.Assign]) ->
                 await _declare_string(sh, item, opts, local)
             else:
                 await _declare_assign(sh, item, opts, local)
+        except FatalShellError:
+            raise
         except ShellError as exc:
             sh.error(f"{builtin}: {exc.message}" if builtin != "local" else exc.message)
             status = 1
@@ -231,6 +235,8 @@ def _print_functions(sh: Interpreter, names: list[str | A.Assign], names_only: b
 async def declare_builtin(sh: Interpreter, args: list[str], builtin: str) -> int:
     try:
         return await declare(sh, builtin, list(args))
+    except FatalShellError:
+        raise
     except ShellError as exc:
         sh.error(exc.message)
         return exc.status
