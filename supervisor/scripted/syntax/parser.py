@@ -66,8 +66,8 @@ def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
         if masked == script:
             break
         text = bytearray(masked.encode("utf-8", "surrogatepass"))
-        for lost in repairs.lost:
-            lost.apply(text)
+        for repaired in repairs.lost:
+            repaired.apply(text)
     raise error or ShellSyntaxError("syntax error: the parser could not read the script")
 
 
