@@ -1,0 +1,220 @@
+"""The host-side proxy with real sockets: real servers on 127.0.0.1, clients on the
+endpoint's Unix socket (no sandbox here: `test_netproxy_sandbox` adds it)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+import pytest
+from net_helpers import closed_port, http_server, http_via, read_all, socks5_via, unix
+
+from sandbox.netproxy import NetworkAllowlist
+from sandbox.netproxy.events import NetEvent
+from sandbox.netproxy.server import CallTag, Endpoint, ProxyServer
+
+NEEDS_SANDBOX = False
+
+
+class Proxy:
+    def __init__(self, server: ProxyServer, events: list[NetEvent]) -> None:
+        self.server = server
+        self.events = events
+
+    async def settled(self, count: int) -> list[NetEvent]:
+        """The events, once ``count`` connections have ended (a client may see its
+        answer end before the proxy's task has written the connection's event)."""
+        with anyio.fail_after(5):
+            while len(self.events) < count:
+                await anyio.sleep(0.01)
+        return self.events
+
+    async def open(self, *allow: str, **kw: object) -> Endpoint:
+        calls = kw.pop("calls", None)
+        network = NetworkAllowlist(allow, **kw)  # type: ignore[arg-type]
+        return await self.server.open(network, group="g", sandbox="s1", calls=calls)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[Proxy]:
+    events: list[NetEvent] = []
+    async with anyio.create_task_group() as group:
+        server = await group.start(ProxyServer(events.append, handshake_timeout=1.0).run)
+        yield Proxy(server, events)
+        group.cancel_scope.cancel()
+
+
+async def in_thread(fn: Callable[..., object], *args: object) -> object:
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+async def test_http_connect_and_socks5_reach_an_allowed_server(proxy: Proxy) -> None:
+    with http_server() as port:
+        ep = await proxy.open(
+            f"127.0.0.1:{port}", f"web.test:{port}", hosts={"web.test": "127.0.0.1"}
+        )
+        forward = await in_thread(
+            http_via,
+            ep.socket_path,
+            f"GET http://web.test:{port}/echo HTTP/1.1\r\nHost: evil\r\n\r\n".encode(),
+        )
+        assert isinstance(forward, bytes) and forward.startswith(b"HTTP/1.1 200 OK")
+        assert f"Host: web.test:{port}".encode() in forward  # the server was asked for it
+        assert b"Connection: close" in forward and b"evil" not in forward
+        tunnel = await in_thread(
+            http_via, ep.socket_path,
+            f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nGET /5000 HTTP/1.0\r\n\r\n".encode(),
+        )  # fmt: skip
+        assert isinstance(tunnel, bytes)
+        assert tunnel.startswith(b"HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK")
+        assert tunnel.endswith(b"x" * 5000)
+        code, body = await in_thread(
+            socks5_via, ep.socket_path, "web.test", port, b"GET /70000 HTTP/1.0\r\n\r\n"
+        )  # type: ignore[misc]
+        assert code == 0 and body.endswith(b"x" * 70000)
+    events = await proxy.settled(3)
+    assert [(e.protocol, e.allowed, e.reason) for e in events] == [
+        ("http", True, None),
+        ("connect", True, None),
+        ("socks5", True, None),
+    ]
+    assert all(e.address == "127.0.0.1" and e.group == "g" and e.sandbox == "s1" for e in events)
+    assert events[1].bytes_up == len(b"GET /5000 HTTP/1.0\r\n\r\n")
+    assert events[2].bytes_down > 70000 and events[2].host == "web.test"
+
+
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        ("denied.test:81", "not_allowed"),
+        ("localhost:80", "loopback"),  # allowed by name, but it resolves to 127.0.0.1
+        ("169.254.169.254:80", "metadata"),
+        ("[::ffff:127.0.0.1]:80", "loopback"),
+        ("10.0.0.1:80", "private"),
+    ],
+)
+async def test_refusals_are_answered_and_audited(proxy: Proxy, target: str, reason: str) -> None:
+    ep = await proxy.open("localhost:80", "*:80")
+    reply = await in_thread(http_via, ep.socket_path, f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+    assert isinstance(reply, bytes) and reply.startswith(b"HTTP/1.1 403 Forbidden")
+    assert f"X-Sandvisor-Refused: {reason}".encode() in reply
+    (event,) = await proxy.settled(1)
+    assert (event.allowed, event.reason) == (False, reason)
+    assert event.address is None and event.bytes_up == event.bytes_down == 0
+    assert event.detail
+
+
+async def test_socks5_refusal_and_a_name_that_does_not_resolve(proxy: Proxy) -> None:
+    ep = await proxy.open("*.invalid", "127.0.0.1")
+    code, _ = await in_thread(socks5_via, ep.socket_path, "no-such-host.invalid", 80, b"")  # type: ignore[misc]
+    assert code == 4  # host unreachable
+    code, _ = await in_thread(socks5_via, ep.socket_path, "example.org", 80, b"")  # type: ignore[misc]
+    assert code == 2  # not allowed by the ruleset
+    reply = await in_thread(
+        http_via, ep.socket_path, f"CONNECT 127.0.0.1:{closed_port()} HTTP/1.1\r\n\r\n".encode()
+    )
+    assert isinstance(reply, bytes) and reply.startswith(b"HTTP/1.1 502 Bad Gateway")
+    events = await proxy.settled(3)
+    assert [e.reason for e in events] == ["dns_failed", "not_allowed", "connect_failed"]
+
+
+async def test_connection_and_byte_caps_per_call(proxy: Proxy) -> None:
+    tags = [CallTag("web.get", "op-1")]
+    with http_server() as port:
+        ep = await proxy.open(
+            f"127.0.0.1:{port}", max_connections=2, max_bytes=100_000, calls=lambda: tags
+        )
+        get = f"GET http://127.0.0.1:{port}/60000 HTTP/1.1\r\n\r\n".encode()
+        first = await in_thread(http_via, ep.socket_path, get)
+        assert isinstance(first, bytes) and first.endswith(b"x" * 60000)
+        second = await in_thread(http_via, ep.socket_path, get)  # crosses 100,000: cut short
+        assert isinstance(second, bytes) and len(second) < 60000
+        third = await in_thread(http_via, ep.socket_path, get)
+        assert isinstance(third, bytes) and third.startswith(b"HTTP/1.1 429 ")
+        tags[:] = [CallTag("web.get", "op-2")]  # the next call starts afresh
+        fourth = await in_thread(http_via, ep.socket_path, get)
+        assert isinstance(fourth, bytes) and fourth.endswith(b"x" * 60000)
+    reasons = [(e.call, e.allowed, e.reason) for e in await proxy.settled(4)]
+    assert reasons == [
+        ("op-1", True, None),
+        ("op-1", True, "byte_cap"),
+        ("op-1", False, "connection_cap"),
+        ("op-2", True, None),
+    ]
+    assert all(e.tool == "web.get" for e in proxy.events)
+
+
+async def test_no_call_in_flight_no_connection_and_shared_calls_are_all_named(proxy: Proxy) -> None:
+    tags: list[CallTag] = []
+    ep = await proxy.open("*", calls=lambda: tags)
+    reply = await in_thread(http_via, ep.socket_path, b"CONNECT 1.1.1.1:443 HTTP/1.1\r\n\r\n")
+    assert isinstance(reply, bytes) and b"X-Sandvisor-Refused: no_call" in reply
+    tags[:] = [CallTag("a", "1"), CallTag("b", "2")]
+    await in_thread(http_via, ep.socket_path, b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")
+    assert [(e.reason, e.tool, e.call, e.also) for e in await proxy.settled(2)] == [
+        ("no_call", None, None, ()),
+        ("loopback", "a", "1", ("2",)),
+    ]
+
+
+async def test_a_slow_client_is_timed_out(proxy: Proxy) -> None:
+    ep = await proxy.open("*")
+
+    def slow() -> bytes:
+        with unix(ep.socket_path) as sock:
+            sock.sendall(b"CONNECT a.test:443 HT")
+            return read_all(sock)
+
+    reply = await in_thread(slow)
+    assert isinstance(reply, bytes) and reply.startswith(b"HTTP/1.1 408 ")
+    assert [e.reason for e in await proxy.settled(1)] == ["handshake_timeout"]
+
+
+async def test_endpoints_are_private_unique_and_gone_when_closed(proxy: Proxy) -> None:
+    one = await proxy.open("*")
+    two = await proxy.open("*")
+    assert one.directory != two.directory and one.socket_path != two.socket_path
+    outer = os.path.dirname(one.directory)
+    assert stat.S_IMODE(os.stat(outer).st_mode) == 0o700  # nobody else on the host gets in
+    assert stat.S_ISSOCK(os.stat(one.socket_path).st_mode)
+    with http_server() as port:
+        ep = await proxy.open(f"127.0.0.1:{port}")
+
+        def hold() -> bytes:
+            with unix(ep.socket_path) as sock:
+                sock.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+                sock.recv(100)
+                return read_all(sock)  # ends when the endpoint closes
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(in_thread, hold)
+            await anyio.sleep(0.2)
+            ep.close()
+        assert not os.path.exists(os.path.dirname(ep.directory))
+    one.close()
+    assert not os.path.exists(outer)
+    assert proxy.events[-1].reason == "closing" and proxy.events[-1].allowed
+
+
+def test_the_proxy_runs_on_asyncio() -> None:
+    events: list[NetEvent] = []
+
+    async def main() -> bytes:
+        async with anyio.create_task_group() as group:
+            server = await group.start(ProxyServer(events.append).run)
+            with http_server() as port:
+                ep = await server.open(NetworkAllowlist([f"127.0.0.1:{port}"]))
+                reply = await anyio.to_thread.run_sync(
+                    http_via,
+                    ep.socket_path,
+                    f"GET http://127.0.0.1:{port}/3 HTTP/1.1\r\n\r\n".encode(),
+                )
+            group.cancel_scope.cancel()
+        return reply
+
+    reply = asyncio.run(main())
+    assert reply.endswith(b"\r\n\r\nxxx")
+    assert [e.allowed for e in events] == [True]
