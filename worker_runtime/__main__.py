@@ -2,12 +2,16 @@
 
 Reads the bootstrap and frames on fd 3 (or N), writes frames to fd 4 (or M); stdout and
 stderr are diagnostics only. Exit status: 0 after close, 2 after a fatal violation, 3 when
-the session never started (bad bootstrap, bad arguments, adapters that do not load); no
-frame is written in the last case. A ten-line parser instead of argparse: start-up time.
+the session never started (bad bootstrap, bad arguments, adapters that do not load, the
+network forwarder that cannot start); no frame is written in the last case. A ten-line
+parser instead of argparse: start-up time.
 
 ``--describe`` runs no session: it writes one JSON line to fd 4 (or M), ``{"tools":
 [{"name", "format", "cancellable"}, ...]}``, and exits 0. The host reads it from a
 sandboxed run to learn what to grant, without importing untrusted adapter modules itself.
+
+With ``$SANDVISOR_NET_SOCKET`` set (the sandbox has a network allowlist), the loopback
+forwarder to the host's proxy starts before any adapter loads (`worker_runtime.netforward`).
 """
 
 from __future__ import annotations
@@ -75,6 +79,14 @@ def main(argv: list[str]) -> int:
     if argv in (["-h"], ["--help"]):
         print(USAGE)
         return 0
+    if os.environ.get("SANDVISOR_NET_SOCKET"):  # a network allowlist: before any adapter
+        from . import netforward
+
+        try:
+            netforward.start()
+        except OSError as exc:  # fail closed: no worker without its way out
+            print(f"worker_runtime: cannot offer the network proxy: {exc}", file=sys.stderr)
+            return EXIT_BOOTSTRAP
     try:
         specs, fd_in, fd_out = parse_args(argv)
         registry = load_registry(specs)
