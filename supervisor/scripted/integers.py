@@ -79,3 +79,26 @@ def count_value(text: str) -> int | None:
     if not is_decimal(text):
         return None
     return _in_range("", text)
+
+
+def clamped_count(digits: str, cap: int = INT_MAX) -> int:
+    """Plain decimal digits (checked by the caller) as an int no larger than ``cap``:
+    GNU tools read a huge count as "as many as there are", never as an error."""
+    digits = digits.lstrip("0") or "0"
+    if len(digits) > len(str(cap)):
+        return cap
+    return min(int(digits), cap)
+
+
+#: The most digits a text tool that computes with big integers (``seq``, ``expr``)
+#: accepts in one number: far past 64 bits, well short of Python's conversion limit.
+MAX_BIG_DIGITS = 4000
+
+
+def big_integer(text: str) -> int | None:
+    """An optionally signed decimal of at most ``MAX_BIG_DIGITS`` digits, or None when it
+    has more (the tool says so: ``integer too large``)."""
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > MAX_BIG_DIGITS:
+        return None
+    return int(text)

@@ -35,6 +35,7 @@ class ExecContext:
         "command_count",
         "commands",
         "deadline",
+        "grace",
         "jobs",
         "limits",
         "max_commands",
@@ -53,6 +54,7 @@ class ExecContext:
         deadline: float | None,
         request_deadline: float | None,
         builtins: Mapping[str, Any],
+        grace: float = 0.0,
     ) -> None:
         self.commands = commands
         #: the shell builtins (``builtins.registry.BUILTINS``), also the ones a tool hides
@@ -61,6 +63,7 @@ class ExecContext:
         self.deadline = deadline
         self.request_deadline = request_deadline
         self.timeout_seconds = limits.timeout_seconds
+        self.grace = grace
         candidates = [t for t in (deadline, request_deadline) if t is not None]
         self.stop_at = min(candidates) if candidates else float("inf")
         self.command_count = 0
@@ -75,6 +78,17 @@ class ExecContext:
                 continue
             resolve[name] = (BUILTIN, builtin)
         self.resolve = resolve
+
+    def late_command(self) -> None:
+        """An awaited command ended after the execution deadline (a tool callback timed
+        out on it and failed its command): the script may go on for the grace, as
+        bashkit's does, and is stopped then. Everything else stops at the deadline."""
+        if self.deadline is None or time.monotonic() < self.deadline:
+            return
+        later = self.deadline + self.grace
+        if self.request_deadline is not None:
+            later = min(later, self.request_deadline)
+        self.stop_at = max(self.stop_at, later)
 
     def check_time(self) -> None:
         """Raise when a deadline has passed (long computations call this now and then)."""

@@ -167,9 +167,10 @@ async def _run_script(request: ScriptRequest) -> ExecResult:
         request.commands,
         request.overrides,
         limits,
-        exec_deadline + grace(limits.timeout_seconds),
+        exec_deadline,
         request_deadline,
         BUILTINS,
+        grace(limits.timeout_seconds),
     )
     out = CappedSink(limits.max_stdout_bytes)
     err = CappedSink(limits.max_stderr_bytes)
@@ -181,7 +182,11 @@ async def _run_script(request: ScriptRequest) -> ExecResult:
     abort: str | None = None
     timed_out = False
     try:
-        stop_at = ctx.stop_at
+        # the scope bounds the waits (a callback, a job); the interpreter's own clock
+        # checks stop CPU-bound work at the deadline; the grace is for a late command
+        stop_at = exec_deadline + grace(limits.timeout_seconds)
+        if request_deadline is not None:
+            stop_at = min(stop_at, request_deadline)
         with anyio.CancelScope(
             deadline=anyio.current_time() + (stop_at - time.monotonic())
         ) as scope:

@@ -420,6 +420,7 @@ class Interpreter(ControlMixin, Expander):
         try:
             if inspect.isawaitable(result):
                 result = await result
+                self.ctx.late_command()
         except (AbortExecution, RequestTimeout):
             raise
         except Exception as exc:

@@ -10,6 +10,8 @@ import re
 
 from supervisor.scripted.contract import CommandResult
 
+from ..budget import spend
+from ..integers import count_value
 from .common import (
     Opt,
     OptionSpec,
@@ -51,6 +53,13 @@ def _parse_list(text: str, kind: str) -> Ranges:
                 raise UsageError("invalid range with no endpoint: -")
             raise UsageError(f"invalid {what} ‘{part}’")
         low_s, dash, high_s = m.groups()
+        for given in (low_s, high_s):
+            if given and count_value(given) is None:
+                raise UsageError(
+                    f"field number ‘{given}’ is too large"
+                    if kind == "f"
+                    else f"byte/character offset ‘{given}’ is too large"
+                )
         low = int(low_s) if low_s else 1
         high = (int(high_s) if high_s else _OPEN) if dash else low
         if low == 0 or (high_s and int(high_s) == 0):
@@ -140,6 +149,7 @@ def _fields(lines: list[str], ranges: Ranges, d: str, od: str, only: bool) -> li
     out: list[str] = []
     single = len(ranges) == 1 and ranges[0][1] == ranges[0][0]
     for line in lines:
+        spend()
         if d not in line:
             if not only:
                 out.append(line)
@@ -159,6 +169,7 @@ def _fields(lines: list[str], ranges: Ranges, d: str, od: str, only: bool) -> li
 def _bytes(lines: list[str], ranges: Ranges, od: str | None) -> list[str]:
     out: list[str] = []
     for line in lines:
+        spend()
         data = to_bytes(line)
         pieces = [data[low - 1 : high] for low, high in ranges]
         if od is None:

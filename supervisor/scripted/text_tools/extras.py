@@ -6,10 +6,13 @@ import re
 
 from supervisor.scripted.contract import CommandResult
 
+from ..budget import spend
+from ..integers import clamped_count, decimal64
 from .common import (
     Opt,
     OptionSpec,
     UsageError,
+    check_size,
     from_bytes,
     reject_files,
     split_lines,
@@ -102,7 +105,10 @@ _NL = OptionSpec(
 def _int(value: str, what: str) -> int:
     if re.fullmatch(r"[+-]?\d+", value.strip()) is None:
         raise UsageError(f"invalid {what}: ‘{value}’")
-    return int(value)
+    number = decimal64(value)
+    if number is None:
+        raise UsageError(f"invalid {what}: ‘{value}’: Value too large for defined data type")
+    return number
 
 
 def nl(args: list[str], stdin: str | None) -> CommandResult:
@@ -145,9 +151,11 @@ def nl(args: list[str], stdin: str | None) -> CommandResult:
     if rejected is not None:
         return rejected
     lines, _ = split_lines(stdin)
+    check_size((width + len(sep)) * len(lines) + len(stdin or ""))
     out: list[str] = []
     blank = " " * (width + len(sep))
     for line in lines:
+        spend()
         if (
             style == "a"
             or (style == "t" and line)
@@ -245,9 +253,10 @@ def fold(args: list[str], stdin: str | None) -> CommandResult:
         width = 80
         for key, value in opts:
             if key == "w":
-                if not value.strip().isdigit() or int(value) < 1:
+                digits = value.strip()
+                if not (digits.isdigit() and digits.isascii()) or not digits.strip("0"):
                     raise UsageError(f"invalid number of columns: ‘{value}’")
-                width = int(value)
+                width = clamped_count(digits)
     except UsageError as err:
         return usage_result("fold", err)
     rejected = reject_files("fold", operands)
@@ -260,6 +269,7 @@ def fold(args: list[str], stdin: str | None) -> CommandResult:
         return CommandResult("", "", 0)
     out = bytearray()
     for raw in data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n"):
+        spend(len(raw) // 8 + 1)
         out += _fold_line(raw, width, by_bytes, spaces)
         out += b"\n"
     if data and not data.endswith(b"\n"):

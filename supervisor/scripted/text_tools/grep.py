@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from supervisor.scripted.contract import CommandResult
 
+from ..budget import spend
+from ..integers import clamped_count
 from .common import (
     FS_DISABLED,
     Opt,
@@ -106,9 +108,9 @@ class _Settings:
 
 
 def _context_number(value: str) -> int:
-    if not value.isdigit():
+    if not (value.isdigit() and value.isascii()):
         raise UsageError(f"{value}: invalid context length argument", status=2, hint=False)
-    return int(value)
+    return clamped_count(value)
 
 
 def _settings(args: list[str]) -> tuple[_Settings, list[str]]:
@@ -139,10 +141,10 @@ def _settings(args: list[str]) -> tuple[_Settings, list[str]]:
         elif key == "v":
             s.invert = True
         elif key == "m":
-            try:
-                s.max_count = int(value)
-            except ValueError:
-                raise UsageError("invalid max count", status=2, hint=False) from None
+            count = value.strip()
+            if not (count.lstrip("-").isdigit() and count.isascii()):
+                raise UsageError("invalid max count", status=2, hint=False)
+            s.max_count = -1 if count.startswith("-") else clamped_count(count)
         elif key == "b":
             s.byte_offset = True
         elif key == "n":
@@ -307,6 +309,7 @@ def _run(s: _Settings, search: Callable[[str, int], MatchLike | None], text: str
         out.append(piece)
 
     for index, line in enumerate(lines):
+        spend(len(line) // 32 + 1)
         if s.max_count is not None and selected_total >= s.max_count:
             if context and pending_after > 0:
                 # GNU prints the trailing context of the last selected line.
@@ -340,6 +343,7 @@ def _run(s: _Settings, search: Callable[[str, int], MatchLike | None], text: str
                 continue
             pos = 0
             while pos <= len(line):
+                spend()
                 m = search(line, pos)
                 if m is None:
                     break

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from supervisor.scripted.contract import CommandResult
 
+from ..integers import INT_MAX, count_value
 from .common import (
     Opt,
     OptionSpec,
@@ -35,7 +36,14 @@ def _count(text: str, what: str) -> tuple[str, int]:
     m = _NUMBER.fullmatch(text.strip())
     if m is None or m.group(3) not in _SUFFIXES:
         raise UsageError(f"invalid number of {what}: ‘{text}’", status=1, hint=False)
-    return m.group(1), int(m.group(2)) * _SUFFIXES[m.group(3)]
+    count = count_value(m.group(2))
+    if count is None or count * _SUFFIXES[m.group(3)] > INT_MAX:
+        raise UsageError(
+            f"invalid number of {what}: ‘{text}’: Value too large for defined data type",
+            status=1,
+            hint=False,
+        )
+    return m.group(1), count * _SUFFIXES[m.group(3)]
 
 
 _HEAD = OptionSpec(

@@ -12,8 +12,10 @@ from decimal import Decimal, InvalidOperation
 
 from supervisor.scripted.contract import CommandResult
 
+from ..budget import spend
+from ..integers import MAX_BIG_DIGITS
 from . import cformat
-from .common import Opt, OptionSpec, UsageError, usage_result
+from .common import Opt, OptionSpec, UsageError, check_size, usage_result
 
 MAX_LINES = 100_000
 
@@ -40,6 +42,10 @@ def _number(text: str) -> Decimal:
         raise UsageError(f"invalid floating point argument: ‘{text}’", status=1) from None
     if value.is_nan():
         raise UsageError(f"invalid ‘not-a-number’ argument: ‘{text}’", status=1)
+    if value.is_finite() and value and abs(value.adjusted()) > MAX_BIG_DIGITS:
+        raise UsageError(
+            f"number too large: ‘{text}’ (more than {MAX_BIG_DIGITS} digits)", status=1, hint=False
+        )
     return value
 
 
@@ -50,7 +56,8 @@ def _precision(text: str) -> int:
         return 0
     mantissa, _, exponent = stripped.partition("e")
     frac = mantissa.partition(".")[2]
-    return max(len(frac) - (int(exponent) if exponent else 0), 0)
+    shift = int(exponent) if exponent and len(exponent) < 12 else 0  # bounded by _number
+    return min(max(len(frac) - shift, 0), MAX_BIG_DIGITS)
 
 
 def _is_integer_text(text: str) -> bool:
@@ -102,6 +109,7 @@ def seq(args: list[str], stdin: str | None) -> CommandResult:
         lines, truncated = _integers(int(first), int(step), int(last), equal_width)
     else:
         lines, truncated = _decimals(first, step, last, texts, fmt, equal_width)
+    check_size(len(sep) * max(len(lines) - 1, 0) + sum(map(len, lines)))
     out = sep.join(lines) + "\n" if lines else ""
     if truncated:
         return CommandResult(out, f"seq: line limit ({MAX_LINES}) exceeded; output truncated\n", 1)
@@ -113,6 +121,7 @@ def _integers(first: int, step: int, last: int, equal_width: bool) -> tuple[list
     values = range(first, stop, step)
     truncated = len(values) > MAX_LINES
     values = values[:MAX_LINES]
+    check_size(len(values) * (max(len(str(first)), len(str(last))) + 1) // 2)
     if equal_width:
         width = max(len(str(first)), len(str(last)))
         return [f"{v:0{width}d}" for v in values], truncated
@@ -148,6 +157,7 @@ def _decimals(
         if len(lines) >= MAX_LINES:
             return _pad(lines, render(first), render(last), equal_width), True
         lines.append(render(value))
+        spend(4)
         i += 1
     return _pad(lines, render(first), render(last), equal_width), False
 

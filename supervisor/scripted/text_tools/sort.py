@@ -19,6 +19,8 @@ from typing import Any
 
 from supervisor.scripted.contract import CommandResult
 
+from ..budget import check_time, spend
+from ..integers import clamped_count
 from .common import Opt, OptionSpec, UsageError, reject_files, split_lines, usage_result
 
 _SPEC = OptionSpec(
@@ -96,23 +98,23 @@ def _parse_key(text: str, global_opts: str) -> _Key:
                 raise UsageError(
                     f"stray character in field spec: invalid field specification ‘{text}’", status=2
                 )
-    if int(f1) == 0:
+    if clamped_count(f1) == 0:
         raise UsageError(f"field number is zero: invalid field specification ‘{text}’", status=2)
-    if c1 is not None and int(c1) == 0:
+    if c1 is not None and clamped_count(c1) == 0:
         raise UsageError(
             f"character offset is zero: invalid field specification ‘{text}’", status=2
         )
-    if f2 is not None and int(f2) == 0:
+    if f2 is not None and clamped_count(f2) == 0:
         raise UsageError(f"field number is zero: invalid field specification ‘{text}’", status=2)
     opts = (o1 or "") + (o2 or "")
     inherited = not opts
     if inherited:
         opts = global_opts
     return _Key(
-        sword=int(f1) - 1,
-        schar=int(c1) - 1 if c1 else 0,
-        eword=int(f2) - 1 if f2 is not None else None,
-        echar=int(c2) if c2 else 0,
+        sword=clamped_count(f1) - 1,
+        schar=clamped_count(c1) - 1 if c1 else 0,
+        eword=clamped_count(f2) - 1 if f2 is not None else None,
+        echar=clamped_count(c2) if c2 else 0,
         opts=opts.replace("b", ""),
         skip_start=("b" in o1) or (inherited and "b" in global_opts),
         skip_end=("b" in (o2 or "")) or (inherited and "b" in global_opts),
@@ -259,13 +261,20 @@ _VER_CHUNK = re.compile(r"(\D*)(\d*)")
 _VER_SUFFIX = re.compile(r"(?:\.[A-Za-z~][A-Za-z0-9~]*)*$")
 
 
+def _big(digits: str) -> tuple[int, str]:
+    """A run of digits as a key that orders by value, however long it is (``int`` of a
+    script's text stops at 4,300 digits): shorter is smaller, then the digits."""
+    digits = digits.lstrip("0")
+    return (len(digits), digits)
+
+
 def _verkey(text: str) -> tuple[Any, ...]:
     parts: list[Any] = []
     for m in _VER_CHUNK.finditer(text):
         if not m.group(0):
             break
         parts.append((*(_ver_order(c) for c in m.group(1)), 0))
-        parts.append(int(m.group(2)) if m.group(2) else 0)
+        parts.append(_big(m.group(2)))
     parts.append((0,))  # the end of the string orders after "~" and before anything else
     return tuple(parts)
 
@@ -369,7 +378,7 @@ def sort(args: list[str], stdin: str | None) -> CommandResult:
         ]
     last_resort = not stable and not unique
     extractors = [_extractor(key, tab) for key in keys]
-    values = [[extract(line) for line in lines] for extract in extractors]
+    values = [_column(extract, lines) for extract in extractors]
 
     if check is not None:
         return _check(lines, keys, values, last_resort, reverse_all, unique, check, sep)
@@ -378,6 +387,7 @@ def sort(args: list[str], stdin: str | None) -> CommandResult:
         return CommandResult("".join(line + sep for line in lines), "", 0)
 
     order = list(range(len(lines)))
+    check_time()  # the sorts themselves run in C: start them only within the deadline
     if last_resort:
         order.sort(key=lines.__getitem__, reverse=reverse_all)
     for key, column in reversed(list(zip(keys, values, strict=True))):
@@ -392,6 +402,15 @@ def sort(args: list[str], stdin: str | None) -> CommandResult:
                 previous = current
         order = kept
     return CommandResult("".join(lines[i] + sep for i in order), "", 0)
+
+
+def _column(extract: Callable[[str], Any], lines: list[str]) -> list[Any]:
+    """The sort key of every line, in slices that spend fuel (the deadline holds)."""
+    column: list[Any] = []
+    for start in range(0, len(lines), 1024):
+        spend(1024)
+        column.extend(map(extract, lines[start : start + 1024]))
+    return column
 
 
 def _extractor(key: _Key, tab: str | None) -> Callable[[str], Any]:

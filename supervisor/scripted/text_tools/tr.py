@@ -10,6 +10,8 @@ import re
 
 from supervisor.scripted.contract import CommandResult
 
+from ..budget import spend
+from ..integers import count_value
 from .common import Opt, OptionSpec, UsageError, from_bytes, to_bytes, usage_result
 
 _SPEC = OptionSpec(
@@ -66,6 +68,30 @@ def _unescape(data: bytes, i: int) -> tuple[int, int]:
     return _ESCAPES.get(nxt, data[i + 1]), i + 2
 
 
+#: A set longer than this is refused: string2 beyond string1's length changes nothing,
+#: so a repeat count is cut to it, and string1 cannot grow past it from a short argument.
+MAX_SET = 1 << 20
+
+
+def _repeat_count(digits: bytes, text: str) -> int:
+    """``[c*n]``'s n (octal with a leading 0): past 64 bits is GNU's error; a count past
+    what any string1 can use is cut to ``MAX_SET``."""
+    value = count_value(digits.decode())
+    if value is None:
+        raise UsageError(
+            f"invalid repeat count ‘{digits.decode()}’ in [c*n] construct", status=1, hint=False
+        )
+    if digits.startswith(b"0"):
+        value = int(digits, 8) if len(digits) <= 22 else 1 << 64
+    return min(value, MAX_SET)
+
+
+def _check_items(items: list[int]) -> None:
+    spend(len(items) // 64)
+    if len(items) > MAX_SET:
+        raise UsageError(f"set too large (more than {MAX_SET} characters)", status=1, hint=False)
+
+
 def _parse_set(text: str, second: bool) -> _Set:
     data = to_bytes(text)
     result = _Set()
@@ -99,9 +125,10 @@ def _parse_set(text: str, second: bool) -> _Set:
                 if m:
                     digits = m.group(1)
                     if digits:
-                        count = int(digits, 8 if digits.startswith(b"0") else 10)
+                        count = _repeat_count(digits, text)
                         if count:
                             result.items.extend([char] * count)
+                            _check_items(result.items)
                             i = j + m.end()
                             continue
                     if result.fill is not None:
@@ -124,6 +151,7 @@ def _parse_set(text: str, second: bool) -> _Set:
                     hint=False,
                 )
             result.items.extend(range(low, high + 1))
+            _check_items(result.items)
             i = k
             continue
         result.items.append(low)

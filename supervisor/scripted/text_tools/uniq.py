@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 from supervisor.scripted.contract import CommandResult
 
+from ..budget import spend
+from ..integers import clamped_count
 from .common import Opt, OptionSpec, UsageError, reject_files, split_lines, usage_result
 
 _SPEC = OptionSpec(
@@ -29,9 +31,10 @@ _FIELD = re.compile(r"[ \t]*[^ \t]*")
 
 
 def _number(value: str, what: str) -> int:
-    if not value.strip().isdigit():
+    digits = value.strip()
+    if not (digits.isdigit() and digits.isascii()):
         raise UsageError(f"{value}: invalid number of {what}")
-    return int(value)
+    return clamped_count(digits)
 
 
 def _key_function(
@@ -41,10 +44,14 @@ def _key_function(
         return None
 
     def key(line: str) -> str:
+        spend()
         pos = 0
-        for _ in range(skip_fields):
+        end = len(line)
+        for _ in range(skip_fields):  # at most one field per character of the line
+            if pos >= end:
+                break
             m = _FIELD.match(line, pos)
-            pos = m.end() if m else len(line)
+            pos = m.end() if m else end
         part = line[pos + skip_chars :]
         if width is not None:
             part = part[:width]
@@ -97,6 +104,7 @@ def uniq(args: list[str], stdin: str | None) -> CommandResult:
     groups: list[list[str]] = []
     last_key: str | None = None
     for line in lines:
+        spend()
         k = keyfn(line) if keyfn is not None else line
         if groups and k == last_key:
             groups[-1].append(line)

@@ -12,12 +12,23 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ...budget import spend
 from . import functions
 from .analysis import array_params
 from .lexer import AwkSyntaxError
 from .parser import Function, Node, Program
 from .runtime import Array, AwkFatal, ExitProgram, NextFile, NextRecord, Runtime
-from .values import UNINIT, StrNum, Value, compare, format_number, to_number, to_str, truthy
+from .values import (
+    UNINIT,
+    StrNum,
+    Value,
+    compare,
+    format_number,
+    to_int,
+    to_number,
+    to_str,
+    truthy,
+)
 
 Frame = list[Any] | None
 Expr = Callable[[Frame], Value]
@@ -194,7 +205,12 @@ class Compiler:
 
             return get, set_global
         if tag == "field":
-            if node[1][0] == "num" and int(node[1][1]) == node[1][1] and node[1][1] > 0:
+            if (
+                node[1][0] == "num"
+                and math.isfinite(node[1][1])
+                and int(node[1][1]) == node[1][1]
+                and node[1][1] > 0
+            ):
                 position = int(node[1][1])
 
                 def get_constant_field(f: Frame) -> Value:
@@ -505,6 +521,7 @@ class Compiler:
         def call(f: Frame) -> Value:
             frame: list[Any] = [a(f) for a in args]
             frame.extend([UNINIT] * (width - len(frame)))
+            spend()
             if rt.depth >= 64:
                 raise AwkFatal("function call nesting too deep")
             rt.depth += 1
@@ -573,8 +590,9 @@ class Compiler:
 
         def run(f: Frame) -> None:
             while truthy(cond(f)):
-                rt.loop_budget -= 1
-                if rt.loop_budget < 0:
+                budget = rt.loop_budget = rt.loop_budget - 1
+                if budget < 0 or not budget & 1023:
+                    spend(1024)
                     rt.loop_tick()
                 try:
                     body(f)
@@ -615,8 +633,9 @@ class Compiler:
             if init is not None:
                 init(f)
             while cond is None or truthy(cond(f)):
-                rt.loop_budget -= 1
-                if rt.loop_budget < 0:
+                budget = rt.loop_budget = rt.loop_budget - 1
+                if budget < 0 or not budget & 1023:
+                    spend(1024)
                     rt.loop_tick()
                 try:
                     body(f)
@@ -664,7 +683,7 @@ class Compiler:
         value = self.expr(node[1]) if node[1] is not None else None
 
         def run(f: Frame) -> None:
-            raise ExitProgram(int(to_number(value(f))) if value is not None else None)
+            raise ExitProgram(to_int(to_number(value(f))) if value is not None else None)
 
         return run
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .. import cformat
 from ..posix_regex import MatchLike, Regex, finditer
 from .runtime import Array, AwkFatal, Runtime
-from .values import UNINIT, StrNum, Value, is_numeric, to_number, to_str
+from .values import UNINIT, StrNum, Value, is_numeric, to_int, to_number, to_str
 
 if TYPE_CHECKING:
     from .compiler import Compiler, Expr, Frame
@@ -43,8 +43,8 @@ def sprintf(rt: Runtime, values: list[Value]) -> str:
         if isinstance(part, str):
             out.append(part)
             continue
-        width = int(to_number(take())) if part.width == "*" else None
-        precision = int(to_number(take())) if part.precision == "*" else None
+        width = to_int(to_number(take())) if part.width == "*" else None
+        precision = to_int(to_number(take())) if part.precision == "*" else None
         spec = part.with_star(width, precision) if width is not None or precision is not None \
             else part  # fmt: skip
         value = take()
@@ -53,7 +53,7 @@ def sprintf(rt: Runtime, values: list[Value]) -> str:
             out.append(cformat.format_string(spec, to_str(value, convfmt)))
         elif conv == "c":
             if type(value) is float or (is_numeric(value) and value is not UNINIT):
-                out.append(cformat.format_char_code(spec, int(to_number(value))))
+                out.append(cformat.format_char_code(spec, to_int(to_number(value))))
             else:
                 out.append(cformat.format_string(spec, str(value)))
         else:
@@ -286,11 +286,15 @@ def compile_builtin(c: Compiler, name: str, args: list[Node]) -> Expr:
         utc = arg(2) if n > 2 else None
 
         def strftime(f: Frame) -> Value:
-            moment = (
-                time.gmtime(stamp(f))
-                if utc is not None and to_number(utc(f))
-                else (time.localtime(stamp(f)))
-            )
+            when = stamp(f)
+            try:
+                moment = (
+                    time.gmtime(when)
+                    if utc is not None and to_number(utc(f))
+                    else (time.localtime(when))
+                )
+            except (OverflowError, OSError, ValueError):  # no calendar holds it
+                return ""
             return time.strftime(fmt(f), moment)
 
         return strftime
@@ -318,10 +322,10 @@ def compile_builtin(c: Compiler, name: str, args: list[Node]) -> Expr:
             "lshift": lambda x, y: x << min(y, 64),
             "rshift": lambda x, y: x >> y,
         }[name]
-        return lambda f: float(op(int(a(f)), int(b(f))))
+        return lambda f: float(op(to_int(a(f)), to_int(b(f))))
     if name == "compl":
         a = number(0)
-        return lambda f: float(~int(a(f)) & ((1 << 53) - 1))
+        return lambda f: float(~to_int(a(f)) & ((1 << 53) - 1))
     if name == "strtonum":
         s = text(0)
 
@@ -334,6 +338,8 @@ def compile_builtin(c: Compiler, name: str, args: list[Node]) -> Expr:
                     return float(int(value, 8))
             except ValueError:
                 pass
+            except OverflowError:  # past a double: gawk's inf
+                return -math.inf if value.startswith("-") else math.inf
             return to_number(value)
 
         return strtonum
@@ -465,7 +471,7 @@ def _gensub(c: Compiler, args: list[Node]) -> Expr:
         replacement = to_str(repl(f), variables["CONVFMT"])
         mode = how(f)
         mode_text = to_str(mode, variables["CONVFMT"])
-        count = 0 if mode_text[:1] in ("g", "G") else max(int(to_number(mode)), 1)
+        count = 0 if mode_text[:1] in ("g", "G") else max(to_int(to_number(mode)), 1)
         text = to_str(target(f), variables["CONVFMT"])
         return substitute(
             pattern, text, count, lambda m: _gensub_replacement(replacement, m, pattern.groups)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ...budget import spend
 from ..common import MAX_OUTPUT_BYTES, OutputLimitError
 from ..posix_regex import Regex, RegexError, compile_posix, finditer, split
-from .values import UNINIT, StrNum, Value, to_number, to_str
+from .values import UNINIT, StrNum, Value, to_int, to_number, to_str
 
 #: Loop iterations (all loops of one run together) and array elements a run may create:
 #: a script cannot spin or fill memory forever.
@@ -84,6 +85,9 @@ class Runtime:
         self.out.append(text)
 
     def loop_tick(self) -> None:
+        """One more loop iteration (inlined in ``while``/``for``, which call this every
+        1,024 iterations): the loop limit, and fuel for the deadline."""
+        spend()
         self.loop_budget -= 1
         if self.loop_budget < 0:
             raise AwkFatal(f"loop iteration limit ({MAX_LOOP_ITERATIONS}) exceeded")
@@ -95,6 +99,7 @@ class Runtime:
 
     # -- records and fields
     def set_record(self, text: str) -> None:
+        spend()
         self.record = text
         self.record_fs = to_str(self.vars["FS"])
         self.fields = None
@@ -129,7 +134,7 @@ class Runtime:
         return split(self.regex(fs), text)
 
     def get_field(self, index: float) -> Value:
-        i = int(index)
+        i = to_int(index)
         if i == 0:
             return StrNum(self.get_record())
         if i < 0:
@@ -150,7 +155,7 @@ class Runtime:
         self.dirty = False
 
     def set_field(self, index: float, value: Value) -> None:
-        i = int(index)
+        i = to_int(index)
         convfmt = self.vars["CONVFMT"]
         if i == 0:
             self.set_record(to_str(value, convfmt))
@@ -167,7 +172,7 @@ class Runtime:
         self.dirty = True
 
     def set_nf(self, value: Value) -> None:
-        n = int(to_number(value))
+        n = to_int(to_number(value))
         if n < 0:
             raise AwkFatal(f"NF set to negative value {n}")
         if n > 1_000_000:

@@ -86,6 +86,16 @@ def is_numeric(value: Value) -> bool:
     return looks_numeric(value)  # type: ignore[arg-type]
 
 
+def to_int(value: float) -> int:
+    """A number as a C integer conversion gives it: truncated; NaN is 0 and the
+    infinities are the 64-bit extremes (``int`` of them would raise)."""
+    if value != value:
+        return 0
+    if value in (math.inf, -math.inf):
+        return 2**63 - 1 if value > 0 else -(2**63)
+    return int(value)
+
+
 def format_number(value: float, fmt: str) -> str:
     """A number as a string: integers as integers, others through ``fmt`` (CONVFMT or
     OFMT); infinities and NaN as gawk prints them (``+inf``, ``-nan``)."""

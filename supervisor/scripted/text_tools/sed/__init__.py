@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from supervisor.scripted.contract import CommandResult
 
+from ...integers import clamped_count
 from ..common import FS_DISABLED, Opt, OptionSpec, UsageError, usage_result
 from .executor import run_script
 from .script import SedError, parse_script
@@ -62,7 +63,7 @@ def sed(args: list[str], stdin: str | None) -> CommandResult:
         elif key == "l":
             if not value.isdigit():
                 return CommandResult("", f"sed: invalid line length: {value}\n", 1)
-            line_wrap = int(value)
+            line_wrap = clamped_count(value) if value.isascii() else int(value)
     if not scripts:
         if not operands:
             return CommandResult(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ...budget import spend
 from ..common import check_size
 from ..posix_regex import MatchLike, Regex
 from .script import Address, Command, Replacement, SedError
@@ -230,6 +231,7 @@ class _Machine:
         done = False
         prev_end = -1
         while pos <= len(text):
+            spend()
             m = rx.search(text, pos)
             if m is None:
                 break
@@ -266,6 +268,7 @@ class _Machine:
 
     # -- the cycle
     def jumped(self) -> None:
+        spend()
         self.jumps += 1
         if self.jumps > MAX_JUMPS:
             raise SedError(f"too many jumps without reading input ({MAX_JUMPS})")
@@ -297,6 +300,7 @@ class _Machine:
 
     def run(self) -> int:
         while self.read():
+            spend()
             while self.cycle():
                 self.jumped()
         return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...integers import clamped_count
 from ..common import FS_DISABLED
 from ..posix_regex import Regex as CompiledRegex
 from ..posix_regex import RegexError, compile_posix, numeric_escape
@@ -161,7 +162,8 @@ class _Parser:
         start = self.i
         while self.i < len(self.s) and self.s[self.i].isdigit():
             self.i += 1
-        return int(self.s[start : self.i])
+        digits = self.s[start : self.i]
+        return clamped_count(digits) if digits.isascii() else int(digits)
 
     def address(self) -> Address | None:
         c = self.peek()
