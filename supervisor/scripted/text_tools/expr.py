@@ -11,6 +11,7 @@ import re
 
 from supervisor.scripted.contract import CommandResult
 
+from ..integers import MAX_BIG_DIGITS, big_integer
 from .posix_regex import RegexError, compile_posix
 
 _INTEGER = re.compile(r"-?\d+")
@@ -36,13 +37,26 @@ def _to_int(v: Value) -> int:
         return v
     if _INTEGER.fullmatch(v) is None:
         raise _ExprError("non-integer argument")
-    return int(v)
+    value = big_integer(v)
+    if value is None:
+        raise _ExprError(f"integer too large (more than {MAX_BIG_DIGITS} digits)")
+    return value
+
+
+#: a result past this many bits has more than MAX_BIG_DIGITS decimal digits
+_MAX_BITS = int(MAX_BIG_DIGITS * 3.3219)
+
+
+def _bounded(value: int) -> int:
+    if value.bit_length() > _MAX_BITS:
+        raise _ExprError(f"integer too large (more than {MAX_BIG_DIGITS} digits)")
+    return value
 
 
 def _null(v: Value) -> bool:
     if isinstance(v, int):
         return v == 0
-    return v == "" or (_INTEGER.fullmatch(v) is not None and int(v) == 0)
+    return v == "" or (_INTEGER.fullmatch(v) is not None and not v.lstrip("-").strip("0"))
 
 
 class _Parser:
@@ -116,7 +130,7 @@ class _Parser:
         while (op := self.take("+", "-")) is not None:
             right = self.multiplicative()
             a, b = _to_int(left), _to_int(right)
-            left = a + b if op == "+" else a - b
+            left = _bounded(a + b if op == "+" else a - b)
         return left
 
     def multiplicative(self) -> Value:
@@ -125,7 +139,7 @@ class _Parser:
             right = self.match()
             a, b = _to_int(left), _to_int(right)
             if op == "*":
-                left = a * b
+                left = _bounded(a * b)
                 continue
             if b == 0:
                 raise _ExprError("division by zero")
