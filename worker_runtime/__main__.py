@@ -7,8 +7,9 @@ network forwarder that cannot start); no frame is written in the last case. A te
 parser instead of argparse: start-up time.
 
 ``--describe`` runs no session: it writes one JSON line to fd 4 (or M), ``{"tools":
-[{"name", "format", "cancellable"}, ...]}``, and exits 0. The host reads it from a
-sandboxed run to learn what to grant, without importing untrusted adapter modules itself.
+[tool, ...]}`` with each tool as `ready` describes it (spec section 6), and exits 0. The
+host reads it from a sandboxed run to learn what to grant, without importing untrusted
+adapter modules itself.
 
 With ``$SANDVISOR_NET_SOCKET`` set (the sandbox has a network allowlist), the loopback
 forwarder to the host's proxy starts before any adapter loads (`worker_runtime.netforward`).
@@ -105,8 +106,7 @@ def describe(registry: AdapterRegistry, fd_out: int) -> int:
     """Write the served tools as one JSON line to ``fd_out``."""
     import msgspec
 
-    tools = [{"name": a.tool, "format": a.format, "cancellable": a.cancellable} for a in registry]
-    data = msgspec.json.encode({"tools": tools}) + b"\n"
+    data = msgspec.json.encode({"tools": [a.spec() for a in registry]}) + b"\n"
     view = memoryview(data)
     try:
         while view:

@@ -14,7 +14,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
+import msgspec
+
+from .protocol.errors import StateViolation
 from .protocol.limits import is_id
+from .protocol.messages import ToolSpec
+from .protocol.payloads import check_spec
 
 AdapterFn = Callable[[Any, "Context"], Any]
 Format = Literal["text", "json"]
@@ -190,6 +195,26 @@ class Adapter(NamedTuple):
     format: Format
     cancellable: bool
     expose_errors: bool
+    description: str = ""
+    schema: dict[str, Any] | None = None
+
+    def spec(self) -> ToolSpec:
+        """How `ready` and ``--describe`` describe this tool."""
+        return ToolSpec(self.tool, self.format, self.cancellable, self.description, self.schema)
+
+
+def _copy_schema(tool: str, schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A private JSON copy (later changes by the author cannot change what was described)."""
+    if schema is None:
+        return None
+    if not isinstance(schema, Mapping):
+        raise TypeError(f"tool {tool!r}: schema must be a JSON object (a dict)")
+    try:
+        copied = msgspec.json.decode(msgspec.json.encode(schema))
+    except (TypeError, ValueError, msgspec.DecodeError) as exc:
+        raise TypeError(f"tool {tool!r}: schema is not JSON: {exc}") from None
+    assert isinstance(copied, dict)
+    return copied
 
 
 class AdapterRegistry:
@@ -205,15 +230,28 @@ class AdapterRegistry:
         format: Format = "text",
         cancellable: bool = True,
         expose_errors: bool = False,
+        description: str = "",
+        schema: Mapping[str, Any] | None = None,
     ) -> Callable[[AdapterFn], AdapterFn]:
         """Register the decorated function as the adapter of ``tool``.
 
         ``cancellable=False``: a cancel is answered ``unsupported`` and the call runs on.
         ``expose_errors=True``: an unexpected exception's text reaches the host.
+        ``description``: what the tool does, as a model and a script's help show it.
+        ``schema``: the JSON Schema of a json tool's input; the host shows it and checks
+        each input against it before dispatch.
         """
 
         def register(fn: AdapterFn) -> AdapterFn:
-            self.add(tool, fn, format=format, cancellable=cancellable, expose_errors=expose_errors)
+            self.add(
+                tool,
+                fn,
+                format=format,
+                cancellable=cancellable,
+                expose_errors=expose_errors,
+                description=description,
+                schema=schema,
+            )
             return fn
 
         return register
@@ -226,6 +264,8 @@ class AdapterRegistry:
         format: Format = "text",
         cancellable: bool = True,
         expose_errors: bool = False,
+        description: str = "",
+        schema: Mapping[str, Any] | None = None,
     ) -> None:
         if not is_id(tool):
             raise ValueError(f"tool name {tool!r} is not 1..128 bytes of [a-z0-9._-]")
@@ -235,7 +275,21 @@ class AdapterRegistry:
             raise ValueError(f"tool {tool!r} is already registered")
         if not callable(fn):
             raise TypeError("an adapter must be callable")
-        self._adapters[tool] = Adapter(tool, fn, format, bool(cancellable), bool(expose_errors))
+        adapter = Adapter(
+            tool,
+            fn,
+            format,
+            bool(cancellable),
+            bool(expose_errors),
+            description,
+            _copy_schema(tool, schema),
+        )
+        try:
+            msgspec.convert(msgspec.to_builtins(adapter.spec()), ToolSpec)
+            check_spec(adapter.spec())
+        except (msgspec.ValidationError, StateViolation) as exc:
+            raise ValueError(f"tool {tool!r}: {exc}") from None
+        self._adapters[tool] = adapter
 
     def update(self, other: AdapterRegistry) -> None:
         """Add every adapter of ``other`` (a tool served twice is an error)."""
@@ -246,14 +300,21 @@ class AdapterRegistry:
                 format=adapter.format,
                 cancellable=adapter.cancellable,
                 expose_errors=adapter.expose_errors,
+                description=adapter.description,
+                schema=adapter.schema,
             )
 
     def get(self, tool: str) -> Adapter | None:
         return self._adapters.get(tool)
 
     def formats(self) -> Mapping[str, str]:
-        """Tool -> payload format, what `WorkerConnection` checks grants against."""
+        """Tool -> payload format."""
         return {tool: a.format for tool, a in self._adapters.items()}
+
+    def specs(self) -> Mapping[str, ToolSpec]:
+        """Tool -> `ToolSpec`: what `WorkerConnection` checks grants against and `ready`
+        and ``--describe`` report."""
+        return {tool: a.spec() for tool, a in self._adapters.items()}
 
     def __iter__(self) -> Iterator[Adapter]:
         return iter(self._adapters.values())

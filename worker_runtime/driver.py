@@ -139,7 +139,7 @@ class WorkerDriver:
             _diag(f"bad bootstrap: {exc}")
             return EXIT_BOOTSTRAP
         self._conn = WorkerConnection(
-            boot.session_id, derive_keys(boot.session_key), self._registry.formats()
+            boot.session_id, derive_keys(boot.session_key), self._registry.specs()
         )
         first = self._reader = _Hand()
         self._start(first)

@@ -174,7 +174,7 @@ async def run_demo(display: Display, *, deadline: float = 1.0) -> list[Row]:
 
             return callback
 
-        add_sandboxed_tools(shop, sup.tools, streaming)
+        add_sandboxed_tools(shop, sup.tools, streaming, specs=sup.specs)
         display.say("\n1. a script over local tools, jq, and a sandboxed tool that streams")
         for line in SCRIPT.rstrip().splitlines():
             display.say(f"   | {line}")

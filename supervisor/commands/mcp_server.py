@@ -34,6 +34,7 @@ from supervisor.scripted.toolset import DiscoverTool, ScriptTool
 from supervisor.workers.outcome import Outcome
 from supervisor.workers.supervisor import Supervisor, SupervisorError
 from supervisor.workers.tool_callbacks import failure_of
+from worker_runtime.protocol.messages import ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -49,17 +50,20 @@ def _text_schema() -> dict[str, Any]:
     }
 
 
-def sandboxed_input_schema(policy: ToolPolicy) -> dict[str, Any]:
-    """The MCP input schema of a sandboxed tool."""
+def sandboxed_input_schema(policy: ToolPolicy, spec: ToolSpec | None = None) -> dict[str, Any]:
+    """The MCP input schema of a sandboxed tool: its worker's own for a json tool."""
     if policy.format == "text":
         return _text_schema()
+    if spec is not None and spec.schema:
+        return dict(spec.schema)
     return {"type": "object", "description": "the tool's JSON input (an object)"}
 
 
-def sandboxed_description(policy: ToolPolicy) -> str:
+def sandboxed_description(policy: ToolPolicy, spec: ToolSpec | None = None) -> str:
     how = "text in 'input'" if policy.format == "text" else "a JSON object (the arguments)"
     limit = f"; deadline {policy.deadline:g} s" if policy.deadline is not None else ""
-    return f"Sandboxed tool {policy.name}: takes {how}{limit}. Runs in an isolated worker."
+    own = spec.description.strip() + "\n\n" if spec is not None and spec.description else ""
+    return f"{own}Sandboxed tool {policy.name}: takes {how}{limit}. Runs in an isolated worker."
 
 
 def script_result(result: ExecResult) -> Any:
@@ -123,6 +127,7 @@ class McpTools:
         self.script = ScriptTool(scripted)
         self.discover = DiscoverTool(scripted)
         self.sandboxed: dict[str, ToolPolicy] = dict(sup.tools) if sup is not None else {}
+        self.specs: dict[str, ToolSpec] = dict(sup.specs) if sup is not None else {}
         for name in (self.script.name, self.discover.name):
             if name in self.sandboxed:
                 raise ValueError(f"the sandboxed tool {name!r} clashes with the script tools")
@@ -140,9 +145,9 @@ class McpTools:
             for tool in (self.script, self.discover)
         ]
         for name in sorted(self.sandboxed):
-            policy = self.sandboxed[name]
-            tools.append(types.Tool(name=name, description=sandboxed_description(policy),
-                                    input_schema=sandboxed_input_schema(policy)))  # fmt: skip
+            policy, spec = self.sandboxed[name], self.specs.get(name)
+            tools.append(types.Tool(name=name, description=sandboxed_description(policy, spec),
+                                    input_schema=sandboxed_input_schema(policy, spec)))  # fmt: skip
         return tools
 
     async def call(self, name: str, arguments: dict[str, Any], report: Any) -> Any:
@@ -239,7 +244,10 @@ async def serve_mcp_stdio(
                     from supervisor.commands.scripted_bridge import add_sandboxed_tools
 
                     add_sandboxed_tools(
-                        scripted, sup.tools, lambda name: sup.tool_callback(name, deadline=deadline)
+                        scripted,
+                        sup.tools,
+                        lambda name: sup.tool_callback(name, deadline=deadline),
+                        specs=sup.specs,
                     )
                     await _serve(scripted, sup, deadline, source, sink)
             nursery.cancel_scope.cancel()

@@ -92,7 +92,7 @@ def with_sandboxed_tools(
         if workers is not None:
             kwargs["pool_min"] = workers
         async with Supervisor(**kwargs) as sup:
-            add_sandboxed_tools(scripted, sup.tools, sup.tool_callback)
+            add_sandboxed_tools(scripted, sup.tools, sup.tool_callback, specs=sup.specs)
             return await _finish(body(scripted))
 
     try:

@@ -303,15 +303,17 @@ class ServeSession:
         except Exception as exc:
             raise wire.RequestError("start_failed", f"{type(exc).__name__}: {exc}") from None
         if scripted is not None:
-            add_sandboxed_tools(scripted, sup.tools, sup.tool_callback)
+            add_sandboxed_tools(scripted, sup.tools, sup.tool_callback, specs=sup.specs)
             self.scripted = scripted
         if request.audit:
             self.audit(sup, True)
+        specs = sup.specs
         tools = [
             wire.ToolInfo(
                 name=p.name, format=p.format, deadline=p.deadline,
                 max_input_bytes=p.max_input_bytes, max_output_bytes=p.max_output_bytes,
-                max_attempts=p.max_attempts,
+                max_attempts=p.max_attempts, description=specs[p.name].description,
+                schema=specs[p.name].schema,
             )
             for p in sorted(sup.tools.values(), key=lambda p: p.name)
         ]  # fmt: skip

@@ -127,6 +127,8 @@ class ToolInfo(msgspec.Struct, kw_only=True):
     max_input_bytes: int
     max_output_bytes: int
     max_attempts: int
+    description: str = ""
+    schema: dict[str, Any] | None = None
 
 
 class Ready(_Event, tag="ready"):

@@ -2,8 +2,9 @@
 
 The host never imports adapter modules (they are untrusted): with ``adapters=`` it runs
 ``python -m worker_runtime --describe`` once, in the same sandbox as the workers, and reads
-a strict, bounded JSON description of tool names, formats and cancellability from fd 4.
-Limits always come from the host (`ToolPolicy`), never from the worker.
+a strict, bounded JSON description from fd 4: each tool as `ready` describes it (name,
+format, cancellability, description, input schema; `ToolSpec`). Limits always come from
+the host (`ToolPolicy`), never from the worker.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from supervisor.ledger import StreamPolicy, ToolPolicy
 from supervisor.workers.launcher import Launcher, start_worker
 from supervisor.workers.pipes import PipeStream
 from supervisor.workers.session import Capture
+from worker_runtime.protocol.errors import StateViolation
 from worker_runtime.protocol.limits import MAX_LINE_BYTES
-from worker_runtime.protocol.messages import Grant, Id, StreamLimits
+from worker_runtime.protocol.messages import Grant, StreamLimits, ToolSpec
+from worker_runtime.protocol.payloads import check_spec
 
 #: Calls a tool may be started over a supervisor's life (its ledger's budget).
 UNLIMITED_CALLS = 2**62
@@ -41,14 +44,8 @@ class DescribeError(Exception):
     """The worker's description could not be obtained or was not acceptable."""
 
 
-class ToolInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    name: Id
-    format: Literal["text", "json"]
-    cancellable: bool
-
-
 class Description(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    tools: list[ToolInfo]
+    tools: list[ToolSpec]
 
 
 def default_policy(name: str, fmt: Literal["text", "json"]) -> ToolPolicy:
@@ -64,7 +61,7 @@ def default_policy(name: str, fmt: Literal["text", "json"]) -> ToolPolicy:
 
 
 def merge_policies(
-    described: Iterable[ToolInfo] | None, explicit: Sequence[ToolPolicy]
+    described: Iterable[ToolSpec] | None, explicit: Sequence[ToolPolicy]
 ) -> dict[str, ToolPolicy]:
     """Explicit policies win; described tools without one get `default_policy`.
 
@@ -115,7 +112,7 @@ def grant_for(policy: ToolPolicy, max_calls: int) -> Grant:
     )
 
 
-def parse_description(data: bytes) -> list[ToolInfo]:
+def parse_description(data: bytes) -> list[ToolSpec]:
     """Strictly decode a worker's description (one JSON line)."""
     if len(data) > MAX_DESCRIPTION_BYTES:
         raise DescribeError(f"the description exceeds {MAX_DESCRIPTION_BYTES} bytes")
@@ -131,10 +128,15 @@ def parse_description(data: bytes) -> list[ToolInfo]:
     names = [t.name for t in tools]
     if len(set(names)) != len(names):
         raise DescribeError("the description lists a tool twice")
+    for spec in tools:
+        try:
+            check_spec(spec)
+        except StateViolation as exc:
+            raise DescribeError(str(exc)) from None
     return tools
 
 
-async def describe(launcher: Launcher, timeout: float) -> list[ToolInfo]:
+async def describe(launcher: Launcher, timeout: float) -> list[ToolSpec]:
     """Run the describe command through ``launcher`` and parse what it writes to fd 4."""
     spawned, (to_worker, *host_ends) = await start_worker(launcher)
     os.close(to_worker)  # the describer reads nothing: EOF on its fd 3

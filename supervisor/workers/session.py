@@ -50,7 +50,7 @@ from worker_runtime.protocol.host import (
     ResultReceived,
     WorkerReady,
 )
-from worker_runtime.protocol.messages import Grant, Status
+from worker_runtime.protocol.messages import Grant, Status, ToolSpec
 from worker_runtime.protocol.payloads import payload_size
 
 log = logging.getLogger(__name__)
@@ -187,6 +187,8 @@ class Session:
         self._launcher = launcher
         self._on_dead = on_dead
         self.state: State = "new"
+        #: Each tool as the worker's ``ready`` described it (None until then).
+        self.tools: dict[str, ToolSpec] | None = None
         #: Why the session ended: ``closed`` after a graceful close, else the kill reason.
         self.end_reason: str | None = None
         self.calls_started = 0
@@ -669,6 +671,8 @@ class Session:
                 waiting[1].append(event.status)
                 waiting[0].set()
         elif kind is WorkerReady and self.state == "new":
+            assert isinstance(event, WorkerReady)
+            self.tools = {spec.name: spec for spec in event.tools}
             self.state = "ready"
             self._settled.set()
 

@@ -48,6 +48,7 @@ from supervisor.workers.pool import Pool, WorkerUnavailable
 from supervisor.workers.sandboxed import SandboxLauncher, program_command, python_worker_command
 from supervisor.workers.session import Session, SessionConfig, SessionUnusable
 from supervisor.workers.tool_callbacks import Decoder, Encoder, ExternalCallback, make_callback
+from supervisor.workers.tool_inputs import InputChecker
 from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE
 from worker_runtime.protocol.errors import Refused
 from worker_runtime.protocol.limits import MAX_SESSION_IDS
@@ -58,6 +59,7 @@ from worker_runtime.protocol.messages import (
     Running,
     Status,
     Succeeded,
+    ToolSpec,
 )
 
 log = logging.getLogger(__name__)
@@ -166,6 +168,8 @@ class Supervisor:
         self._ledger_path = ledger_path
         self._audit = AuditHub(audit_log, () if on_audit is None else (on_audit,))
         self._policies: dict[str, ToolPolicy] = {}
+        self._specs: dict[str, ToolSpec] = {}
+        self._inputs = InputChecker(())
         self._ledger: Ledger | None = None
         self._pool: Pool | None = None
         self._spawner: Spawner | None = None
@@ -192,18 +196,19 @@ class Supervisor:
         self._expiry_kick = anyio.Event()
         spawner = self._spawner = Spawner("sandvisor-supervisor").start()
         try:
-            command = (
-                program_command(self.worker_argv)
-                if self.worker_argv is not None
-                else python_worker_command(self.adapters)
-            )
-            launcher = SandboxLauncher(self.policy, command, spawner)
+            launcher, describer = self._launchers(spawner)
             described = None
-            if self.worker_argv is None:
-                described = await describe(launcher.with_args("--describe"), self.start_timeout)
+            if describer is not None:
+                described = await describe(describer, self.start_timeout)
             self._policies = merge_policies(described, self._tools)
             if not self._policies:
                 raise SupervisorError("the workers serve no tools")
+            by_name = {spec.name: spec for spec in described or ()}
+            self._specs = {
+                name: by_name.get(name) or ToolSpec(name, policy.format)
+                for name, policy in self._policies.items()
+            }
+            self._inputs = InputChecker(self._specs.values())
             ledger = self._ledger = Ledger(self._max_pending, self._ledger_path, clock=now)
             for tool_policy in self._policies.values():
                 ledger.register_external_tool(tool_policy)
@@ -271,6 +276,13 @@ class Supervisor:
             self._close_resources()
             self._state = "closed"
 
+    def _launchers(self, spawner: Spawner) -> tuple[SandboxLauncher, SandboxLauncher | None]:
+        """The kind of worker: its launcher, and the one that describes its tools."""
+        if self.worker_argv is not None:
+            return SandboxLauncher(self.policy, program_command(self.worker_argv), spawner), None
+        launcher = SandboxLauncher(self.policy, python_worker_command(self.adapters), spawner)
+        return launcher, launcher.with_args("--describe")
+
     def _close_resources(self) -> None:
         if self._spawner is not None:
             self._spawner.close()
@@ -295,6 +307,11 @@ class Supervisor:
     @property
     def tools(self) -> dict[str, ToolPolicy]:
         return dict(self._policies)
+
+    @property
+    def specs(self) -> dict[str, ToolSpec]:
+        """Each tool as its worker describes it: description and input schema."""
+        return dict(self._specs)
 
     @property
     def pool(self) -> Pool:
@@ -398,6 +415,7 @@ class Supervisor:
             _check_seconds("deadline", deadline)
         ledger = self._ledger
         assert ledger is not None
+        self._inputs.check(tool, value)
         if idempotency_key is not None:
             check_id("idempotency_key", idempotency_key)
             held = self._live_keys.get((tool, idempotency_key))

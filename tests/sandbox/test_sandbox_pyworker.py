@@ -167,7 +167,8 @@ def test_a_real_worker_session_in_the_sandbox() -> None:
         reader = LineReader()
         os.write(to_worker_w, encode_bootstrap(sid, key) + conn.open())
         ready = conn.receive(_read_line(from_worker_r, reader))
-        assert isinstance(ready, WorkerReady) and "text.upper" in ready.tools
+        assert isinstance(ready, WorkerReady)
+        assert "text.upper" in [t.name for t in ready.tools]
         rid, line = conn.invoke("text.upper", "sandboxed", idempotency_key="k-1")
         os.write(to_worker_w, line)
         result = conn.receive(_read_line(from_worker_r, reader))

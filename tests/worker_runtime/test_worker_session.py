@@ -55,7 +55,7 @@ def test_handshake_invoke_and_close_exits_0() -> None:
     grants = [grant("text.upper", max_calls=2), grant("json.echo", format="json")]
     with WorkerProcess(grants) as w:
         ready = w.handshake()
-        assert ready.tools == ["text.upper", "json.echo"]
+        assert [t.name for t in ready.tools] == ["text.upper", "json.echo"]
         assert ready.impl == "sandvisor-worker-python"
         w.invoke("text.upper", "héllo")
         assert _result(w.next_event()) == "HÉLLO"

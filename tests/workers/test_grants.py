@@ -8,19 +8,26 @@ from supervisor.ledger import StreamPolicy, ToolPolicy
 from supervisor.workers.grants import (
     DEFAULT_STREAM,
     DescribeError,
-    ToolInfo,
     default_policy,
     grant_for,
     merge_policies,
     parse_description,
 )
+from worker_runtime.protocol.messages import ToolSpec
 
 NEEDS_SANDBOX = False
 
 
 def test_a_description_is_parsed_strictly() -> None:
     tools = parse_description(b'{"tools":[{"name":"a.b","format":"json","cancellable":false}]}\n')
-    assert tools == [ToolInfo("a.b", "json", False)]
+    assert tools == [ToolSpec("a.b", "json", False)]
+    line = (
+        b'{"tools":[{"name":"a","format":"json","description":"adds","alias":"Add",'
+        b'"schema":{"type":"object","required":["x"]}}]}\n'
+    )
+    assert parse_description(line) == [
+        ToolSpec("a", "json", True, "adds", {"type": "object", "required": ["x"]}, "Add")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -36,6 +43,14 @@ def test_a_description_is_parsed_strictly() -> None:
         b'{"tools":[{"name":"a","format":"text","cancellable":true},'
         b'{"name":"a","format":"text","cancellable":true}]}\n',  # twice
         b'{"tools":[]' + b" " * 300_000 + b"}\n",  # too large
+        b'{"tools":[{"name":"a","format":"text","schema":{"type":"object"}}]}\n',  # text
+        b'{"tools":[{"name":"a","format":"json","schema":[]}]}\n',  # not an object
+        b'{"tools":[{"name":"a","format":"json","description":"' + b"d" * 9000 + b'"}]}\n',
+        b'{"tools":[{"name":"a","format":"json","schema":'
+        + b'{"a":' * 40
+        + b"1"
+        + b"}" * 40
+        + b"}]}\n",  # nested deeper than 32
         b"not json\n",
     ],
 )
@@ -45,7 +60,7 @@ def test_bad_descriptions_are_refused(data: bytes) -> None:
 
 
 def test_explicit_policies_win_and_must_match_what_is_served() -> None:
-    served = [ToolInfo("a", "text", True), ToolInfo("b", "json", True)]
+    served = [ToolSpec("a", "text", True), ToolSpec("b", "json", True)]
     mine = ToolPolicy("a", max_calls=3, max_input_bytes=10)
     policies = merge_policies(served, [mine])
     assert policies["a"] is mine and policies["b"] == default_policy("b", "json")

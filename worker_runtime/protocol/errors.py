@@ -114,6 +114,12 @@ class ToolNotServed(StateViolation):
     code = "tool_not_served"
 
 
+class BadToolSpec(StateViolation):
+    """A tool description breaks section 6's rules (a schema on a text tool, too large)."""
+
+    code = "bad_tool_spec"
+
+
 class UnknownTool(StateViolation):
     code = "unknown_tool"
 

@@ -50,9 +50,10 @@ from .messages import (
     Result,
     Status,
     Succeeded,
+    ToolSpec,
     WorkerMessage,
 )
-from .payloads import check_message_text, check_payload, make_payload
+from .payloads import check_message_text, check_payload, check_spec, make_payload
 from .rules import CANCEL_REQUESTED, CANCEL_UNSUPPORTED, Call, SessionRules, index_grants
 
 # -- events returned by HostConnection.receive -----------------------------------------
@@ -63,7 +64,9 @@ class HostEvent(msgspec.Struct, frozen=True):
 
 
 class WorkerReady(HostEvent, frozen=True):
-    tools: list[str]
+    """The worker's answer to `open`: every granted tool described (`ToolSpec`)."""
+
+    tools: list[ToolSpec]
     impl: str
     version: str
 
@@ -383,9 +386,18 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         raise UnexpectedMessage(f"{_kind(msg)} after ready")
 
     def _on_ready(self, msg: Ready) -> WorkerReady:
-        missing = set(self._rules.grants).difference(msg.tools)
+        grants = self._rules.grants
+        described = {spec.name: spec for spec in msg.tools}
+        missing = set(grants).difference(described)
         if missing:
             raise ToolNotServed(f"the worker does not serve {sorted(missing)}")
+        for name, spec in described.items():
+            grant = grants.get(name)
+            if grant is not None and spec.format != grant.format:
+                raise ToolNotServed(
+                    f"{name!r} is granted as {grant.format}, served as {spec.format}"
+                )
+            check_spec(spec)
         self._ready = WorkerReady(list(msg.tools), msg.impl, msg.version)
         return self._ready
 

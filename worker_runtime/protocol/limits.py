@@ -29,6 +29,11 @@ _ID_RE: Final = re.compile(ID_PATTERN)
 #: ``ID_MATCH(text)`` is a match (not None) for a valid id; text must be a str.
 ID_MATCH: Final = _ID_RE.match
 
+#: A tool's description in `ready` and ``--describe``, in characters (section 6).
+MAX_DESCRIPTION_CHARS: Final = 8192
+#: A tool's input schema, as compact JSON bytes (section 6).
+MAX_SCHEMA_BYTES: Final = 64 * 1024
+
 #: Distinct request ids per session, rid and cid together (section 5).
 MAX_SESSION_IDS: Final = 4096
 #: JSON payload nesting, the root container counting as level 1 (section 5).

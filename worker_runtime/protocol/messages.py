@@ -17,7 +17,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .limits import ID_PATTERN, MAX_ID_BYTES, MAX_NONCE_CHARS
+from .limits import (
+    ID_PATTERN,
+    MAX_DESCRIPTION_CHARS,
+    MAX_ID_BYTES,
+    MAX_NONCE_CHARS,
+)
 
 Id = Annotated[str, msgspec.Meta(pattern=ID_PATTERN)]
 #: An id that must equal one the receiver issued or granted (its look-up checks it).
@@ -76,6 +81,25 @@ def grant(
 ) -> Grant:
     """A `Grant` with Splash's defaults (1 call, 16 KiB in, 64 KiB out, no stream)."""
     return Grant(tool, format, max_calls, max_input_bytes, max_output_bytes, stream)
+
+
+# -- tool: {name, format, cancellable, description, schema, alias} (ready, --describe) ----
+
+
+class ToolSpec(_Strict, frozen=True):
+    """One served tool as the worker describes it; the host decides what to grant.
+
+    ``schema`` is the JSON Schema of a json tool's input (None: any object; always None
+    for a text tool). ``alias`` is the tool's own name where the id grammar cannot hold
+    it (an MCP server's ``longRunningOperation``), else None.
+    """
+
+    name: Id
+    format: Format
+    cancellable: bool = True
+    description: Annotated[str, msgspec.Meta(max_length=MAX_DESCRIPTION_CHARS)] = ""
+    schema: dict[str, Any] | None = None
+    alias: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_BYTES)] | None = None
 
 
 # -- reconciled status: {"state": running | succeeded+payload | failed+message | ...} ------
@@ -156,7 +180,7 @@ class Close(Body, tag="close", frozen=True):
 
 
 class Ready(Body, tag="ready", frozen=True):
-    tools: list[Id]
+    tools: list[ToolSpec]
     impl: str
     version: str
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import msgspec
 
-from .errors import BadMessageText, FormatMismatch, PayloadTooDeep, StateViolation
-from .limits import MAX_ERROR_MESSAGE_BYTES, MAX_JSON_DEPTH
-from .messages import JsonPayload, Payload, TextPayload
+from .errors import BadMessageText, BadToolSpec, FormatMismatch, PayloadTooDeep, StateViolation
+from .limits import MAX_ERROR_MESSAGE_BYTES, MAX_JSON_DEPTH, MAX_SCHEMA_BYTES
+from .messages import JsonPayload, Payload, TextPayload, ToolSpec
 
 _encode = msgspec.json.Encoder().encode
 
@@ -81,6 +81,24 @@ def make_payload(value: object, fmt: str, what: str) -> Payload:
     if isinstance(value, dict | list):
         return JsonPayload(value)
     raise FormatMismatch(f"{what} for a json grant must be an object or array")
+
+
+def check_spec(spec: ToolSpec) -> None:
+    """A tool description's rules beyond its types: a schema only on a json tool, at
+    most `MAX_SCHEMA_BYTES` of JSON and 32 levels deep."""
+    schema = spec.schema
+    if schema is None:
+        return
+    if spec.format != "json":
+        raise BadToolSpec(f"text tool {spec.name!r} has an input schema (json tools only)")
+    if json_depth_exceeds(schema):
+        raise BadToolSpec(f"the schema of {spec.name!r} nests deeper than {MAX_JSON_DEPTH}")
+    try:
+        size = len(_encode(schema))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise BadToolSpec(f"the schema of {spec.name!r} is not JSON: {exc}") from None
+    if size > MAX_SCHEMA_BYTES:
+        raise BadToolSpec(f"the schema of {spec.name!r} is {size} bytes, over {MAX_SCHEMA_BYTES}")
 
 
 def check_message_text(message: str, what: str) -> None:

@@ -52,6 +52,7 @@ from .messages import (
     Running,
     Status,
     Succeeded,
+    ToolSpec,
     UnknownState,
 )
 from .payloads import check_payload, clip_message, make_payload
@@ -123,11 +124,17 @@ class _Finished(NamedTuple):
 
 
 class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
-    """One session, worker side. ``served`` maps each tool this worker runs to its format."""
+    """One session, worker side. ``served`` maps each tool this worker runs to its
+    `ToolSpec` (or just its format, for a tool with no description)."""
 
-    def __init__(self, session_id: str, keys: DirectionalKeys, served: Mapping[str, str]) -> None:
+    def __init__(
+        self, session_id: str, keys: DirectionalKeys, served: Mapping[str, ToolSpec | str]
+    ) -> None:
         super().__init__(session_id, keys.worker, keys.host, HostMessage)
-        self._served = dict(served)
+        self._served = {
+            tool: spec if isinstance(spec, ToolSpec) else ToolSpec(tool, spec)  # type: ignore[arg-type]
+            for tool, spec in served.items()
+        }
         self._rules: SessionRules[Call] | None = None
         self._ready_sent = False
         self._closed = False
@@ -191,9 +198,9 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
     def _on_open(self, msg: Open) -> Opened:
         grants = index_grants(msg.grants)
         for tool, grant in grants.items():
-            served = self._served.get(tool)
-            if served != grant.format:
-                why = "not served" if served is None else f"served as {served}"
+            spec = self._served.get(tool)
+            if spec is None or spec.format != grant.format:
+                why = "not served" if spec is None else f"served as {spec.format}"
                 raise ToolNotServed(f"granted tool {tool!r} ({grant.format}) is {why}")
         self._rules = SessionRules(grants, msg.max_in_flight)
         return Opened(list(msg.grants), msg.max_in_flight)
@@ -235,11 +242,12 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
     # -- producing: each returns the exact bytes to write --------------------------------
 
     def ready(self, impl: str, version: str) -> bytes:
-        """The answer to `open`: lists every granted tool."""
+        """The answer to `open`: describes every granted tool."""
         self._check_usable()
         if self._rules is None or self._ready_sent:
             raise Refused("unexpected_ready", "ready answers open, once")
-        line = self._sealer.seal(Ready, tools=list(self._rules.grants), impl=impl, version=version)
+        tools = [self._served[tool] for tool in self._rules.grants]
+        line = self._sealer.seal(Ready, tools=tools, impl=impl, version=version)
         self._ready_sent = True
         return line
 

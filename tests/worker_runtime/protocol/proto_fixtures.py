@@ -81,12 +81,19 @@ class HostSide:
         """Open what the host sent, as the worker would."""
         return self.sent.open(line[:-1])
 
+    def described(self, names: list[str]) -> list[Any]:
+        """`ready`'s tool entries for ``names``, each in its grant's format (else text)."""
+        from worker_runtime.protocol.messages import ToolSpec
+
+        grants = self.host.grants
+        return [ToolSpec(n, grants[n].format if n in grants else "text") for n in names]
+
     def opened(self, tools: list[str] | None = None) -> HostSide:
         from worker_runtime.protocol.messages import Ready
 
         self.read(self.host.open())
         tools = list(self.host.grants) if tools is None else tools
-        self.say(Ready, tools=tools, impl="raw", version="0")
+        self.say(Ready, tools=self.described(tools), impl="raw", version="0")
         return self
 
     def invoke(self, tool: str = "text.upper", value: Any = "hi", **kw: Any) -> str:

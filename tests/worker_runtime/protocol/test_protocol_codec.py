@@ -54,6 +54,7 @@ from worker_runtime.protocol.messages import (
     StreamLimits,
     Succeeded,
     TextPayload,
+    ToolSpec,
     UnknownState,
     WorkerMessage,
     grant,
@@ -214,7 +215,15 @@ HOST_FRAMES: list[tuple[type, dict[str, Any]]] = [
     (Close, {}),
 ]
 WORKER_FRAMES: list[tuple[type, dict[str, Any]]] = [
-    (Ready, {"tools": ["t", "j"], "impl": "x", "version": "1"}),
+    (Ready, {"tools": [ToolSpec("t", "text")], "impl": "x", "version": "1"}),
+    (
+        Ready,
+        {
+            "tools": [ToolSpec("j", "json", False, "d", {"type": "object"}, "J")],
+            "impl": "x",
+            "version": "1",
+        },
+    ),
     (Chunk, {"rid": "r1", "index": 1, "text": "part\nwith newline"}),
     *[(Result, {"rid": "r1", "payload": p}) for p in PAYLOADS],
     (Error, {"rid": "r1", "code": "adapter_error", "message": "m", "retryable": True}),

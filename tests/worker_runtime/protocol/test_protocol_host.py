@@ -8,6 +8,7 @@ import pytest
 from proto_fixtures import GRANTS, KEYS, SID, HostSide, deep
 
 from worker_runtime.protocol.errors import (
+    BadToolSpec,
     ConnectionDead,
     FormatMismatch,
     ProtocolError,
@@ -27,6 +28,7 @@ from worker_runtime.protocol.host import (
     PongReceived,
     ReconcileAnswered,
     ResultReceived,
+    WorkerReady,
 )
 from worker_runtime.protocol.limits import MAX_SESSION_IDS
 from worker_runtime.protocol.messages import (
@@ -43,6 +45,7 @@ from worker_runtime.protocol.messages import (
     Result,
     Succeeded,
     TextPayload,
+    ToolSpec,
     grant,
 )
 
@@ -374,22 +377,51 @@ def test_ready_must_serve_every_granted_tool() -> None:
     side = HostSide()
     side.host.open()
     with pytest.raises(ToolNotServed):
-        side.say(Ready, tools=["text.upper"], impl="x", version="0")
+        side.say(Ready, tools=side.described(["text.upper"]), impl="x", version="0")
 
 
 def test_ready_may_list_more_tools_and_comes_once() -> None:
     side = HostSide()
     side.host.open()
-    event = side.say(Ready, tools=[*side.host.grants, "extra"], impl="x", version="0")
+    tools = side.described([*side.host.grants, "extra"])
+    event = side.say(Ready, tools=tools, impl="x", version="0")
     assert side.host.ready == event
+    assert isinstance(event, WorkerReady) and event.tools == tools
     with pytest.raises(UnexpectedMessage):
-        side.say(Ready, tools=list(side.host.grants), impl="x", version="0")
+        side.say(Ready, tools=side.described(list(side.host.grants)), impl="x", version="0")
 
 
 def test_ready_before_open_is_refused() -> None:
     side = HostSide()
     with pytest.raises(UnexpectedMessage):
-        side.say(Ready, tools=list(side.host.grants), impl="x", version="0")
+        side.say(Ready, tools=side.described(list(side.host.grants)), impl="x", version="0")
+
+
+def test_ready_describes_each_tool_in_its_granted_format() -> None:
+    side = HostSide()
+    side.host.open()
+    tools = side.described(list(side.host.grants))
+    wrong = [
+        ToolSpec(t.name, "text" if t.format == "json" else "json") if i == 0 else t
+        for i, t in enumerate(tools)
+    ]
+    with pytest.raises(ToolNotServed, match="granted as"):
+        side.say(Ready, tools=wrong, impl="x", version="0")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        ToolSpec("extra", "text", schema={"type": "object"}),  # a schema on a text tool
+        ToolSpec("extra", "json", schema={"a": "b" * 70_000}),  # over 64 KiB
+    ],
+)
+def test_ready_with_a_bad_tool_description_is_fatal(spec: ToolSpec) -> None:
+    side = HostSide()
+    side.host.open()
+    tools = [*side.described(list(side.host.grants)), spec]
+    with pytest.raises(BadToolSpec):
+        side.say(Ready, tools=tools, impl="x", version="0")
 
 
 def test_chunks_are_counted_per_call_within_the_stream_grant() -> None:

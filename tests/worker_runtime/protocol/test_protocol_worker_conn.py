@@ -39,6 +39,7 @@ from worker_runtime.protocol.messages import (
     Running,
     Succeeded,
     TextPayload,
+    ToolSpec,
     UnknownState,
     grant,
 )
@@ -52,6 +53,16 @@ from worker_runtime.protocol.worker import (
     WorkerConnection,
 )
 
+
+def test_ready_reports_each_granted_tool_as_described() -> None:
+    upper = ToolSpec("text.upper", "text", False, "upper-cases")
+    echo = ToolSpec("json.echo", "json", True, "echoes", {"type": "object"}, "Echo")
+    side = WorkerSide(served={"text.upper": upper, "json.echo": echo})
+    side.say(Open, grants=[GRANTS[1], GRANTS[0]], max_in_flight=1)
+    (ready,) = side.read(side.worker.ready("impl", "1"))
+    assert isinstance(ready, Ready) and ready.tools == [echo, upper]
+
+
 # -- open ----------------------------------------------------------------------------------
 
 
@@ -60,7 +71,8 @@ def test_open_is_accepted_and_ready_lists_the_granted_tools() -> None:
     event = side.say(Open, grants=[GRANTS[0], GRANTS[1]], max_in_flight=3)
     assert event == Opened([GRANTS[0], GRANTS[1]], 3)
     (ready,) = side.read(side.worker.ready("impl", "1"))
-    assert isinstance(ready, Ready) and ready.tools == ["text.upper", "json.echo"]
+    assert isinstance(ready, Ready)
+    assert ready.tools == [ToolSpec("text.upper", "text"), ToolSpec("json.echo", "json")]
     with pytest.raises(Refused):
         side.worker.ready("impl", "1")
 

@@ -28,6 +28,21 @@ def json_echo(value: Any, ctx: Context) -> Any:
     return value
 
 
+@registry.adapter(
+    "json.sum",
+    format="json",
+    description="Add two numbers a and b.",
+    schema={
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    },
+)
+def json_sum(value: Any, ctx: Context) -> Any:
+    return {"sum": value["a"] + value["b"]}
+
+
 @registry.adapter("fail")
 def fail(value: str, ctx: Context) -> str:
     raise AdapterError(value or "refused", code="nope")
