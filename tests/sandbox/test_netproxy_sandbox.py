@@ -180,10 +180,11 @@ def test_curl_uses_the_proxy_unchanged(server: int) -> None:
     )  # fmt: skip
     assert result.termination.exit_code == 0, result.stderr
     assert result.stdout.decode().split() == ["4096", "4096", "403"]
-    assert [(e.protocol, e.allowed) for e in events] == [
-        ("http", True),
+    # in the order the connections ended, which a loaded machine may shuffle
+    assert sorted((e.protocol, e.allowed) for e in events) == [
         ("connect", True),  # -p: a CONNECT tunnel, as for https
         ("http", False),
+        ("http", True),
     ]
 
 

@@ -130,8 +130,10 @@ async def test_connection_and_byte_caps_per_call(proxy: Proxy) -> None:
         get = f"GET http://127.0.0.1:{port}/60000 HTTP/1.1\r\n\r\n".encode()
         first = await in_thread(http_via, ep.socket_path, get)
         assert isinstance(first, bytes) and first.endswith(b"x" * 60000)
+        await proxy.settled(1)  # one connection ended before the next began
         second = await in_thread(http_via, ep.socket_path, get)  # crosses 100,000: cut short
         assert isinstance(second, bytes) and len(second) < 60000
+        await proxy.settled(2)
         third = await in_thread(http_via, ep.socket_path, get)
         assert isinstance(third, bytes) and third.startswith(b"HTTP/1.1 429 ")
         tags[:] = [CallTag("web.get", "op-2")]  # the next call starts afresh
