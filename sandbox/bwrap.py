@@ -86,6 +86,9 @@ class BwrapInvocation:
     network: bool = False
     hostname: str = "sandbox"
     cwd: str = "/tmp"
+    #: bwrap's argv[0] (the executable is given apart); "": its path. A sandbox without
+    #: a cgroup carries its host's tag there (`sandbox.lifeline.tag`).
+    argv0: str = ""
 
 
 def _mount_args(op: MountOp) -> list[str]:
@@ -110,7 +113,7 @@ def build_argv(inv: BwrapInvocation, bwrap: str = "bwrap") -> list[str]:
     """The full argv, ``bwrap`` first and the command after ``--``."""
     if not inv.command:
         raise ValueError("empty command")
-    argv = [bwrap, "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts"]
+    argv = [inv.argv0 or bwrap, "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts"]
     argv += ["--unshare-cgroup"]
     if not inv.network:
         argv += ["--unshare-net"]

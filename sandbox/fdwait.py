@@ -11,7 +11,7 @@ import select
 
 
 def wait_readable(fd: int, timeout: float) -> bool:
-    """Whether ``fd`` became readable within ``timeout`` seconds."""
+    """Whether ``fd`` became readable within ``timeout`` seconds (0: is it now)."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(1, int(timeout * 1000))))
+    return bool(poller.poll(0 if timeout <= 0 else max(1, int(timeout * 1000))))

@@ -5,6 +5,11 @@ Built from the started bwrap process (the direct child of the host). It reaps wi
 it with ``wait_readable``), kills in one fast synchronous call, classifies the end, lists
 survivors with psutil, and removes its cgroups. Safe to use from several threads: a
 watchdog may `kill` while another thread waits.
+
+Without a cgroup (per-process limits) the sandbox is held through its pid namespace
+(`sandbox.pidns`): the init's pidfd to kill it and to know when everything is gone, the
+namespace's inode to find its processes; without a uid of its own (rootless) that inode,
+not the uid, is what a thorough search for survivors looks for.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from . import pidns
 from .cgroups import CgroupCounters, SandboxCgroup
 from .errors import ContainmentError
 from .fdwait import wait_readable
@@ -38,6 +44,8 @@ if TYPE_CHECKING:
 
 #: After killing the namespace's init, how long bwrap gets to reap it and exit by itself.
 KILL_GRACE = 0.05
+#: How long a kill waits for bwrap to stop (see `Sandbox._init_of_stopped_bwrap`).
+STOP_WAIT = 1.0
 
 
 class Sandbox:
@@ -63,8 +71,10 @@ class Sandbox:
         self._counters: CgroupCounters | None = None
         self._cleaned = False
         self._init_pidfd: int | None = None
+        self._pidns_fd: int | None = None  # its pid namespace, pinned while the init lives
+        self._lease = plan.lease  # no cgroup: its count on the lifeline, until cleanup
         # A fresh uid belongs to this sandbox alone: any process with it is part of it.
-        self._uid_is_unique = plan.policy.sandbox_uid is None
+        self._uid_is_unique = plan.uid_kind == "fresh"
 
     # --- state -----------------------------------------------------------------------
 
@@ -164,9 +174,14 @@ class Sandbox:
                 self._killed_at = time.monotonic()
             if self._returncode is None:
                 init = self._namespace_init()
+                if init is None and self.cgroup is None:
+                    init = self._init_of_stopped_bwrap()
                 if init is not None:
                     _sigkill(init)
                     wait_readable(self.pidfd, KILL_GRACE)
+            elif self.cgroup is None and self._init_alive():
+                assert self._init_pidfd is not None
+                _sigkill(self._init_pidfd)  # orphaned: bwrap was killed before it
             if self.cgroup is not None and not self.cgroup.removed:
                 self.cgroup.kill()
             if self._returncode is None:
@@ -178,8 +193,9 @@ class Sandbox:
             return self._init_pidfd
         self._read_status()
         pid = self._status.child_pid
-        if pid is None:
-            return None
+        return self._adopt_init(pid) if pid is not None else None
+
+    def _adopt_init(self, pid: int) -> int | None:
         try:
             fd = os.pidfd_open(pid)
         except OSError:
@@ -188,21 +204,61 @@ class Sandbox:
             os.close(fd)
             return None
         self._init_pidfd = fd
+        self._pidns_fd = pidns.pin(pid, fd, self._status.pid_namespace)
         return fd
 
     def _is_ours(self, pid: int) -> bool:
-        if self.cgroup is not None:  # the usual case: no psutil import (~35 ms) for it
+        """``pid`` is this sandbox's init: in the pid namespace bwrap named, else (bwrap
+        said no namespace) in our cgroup, else bwrap's child while bwrap is unreaped."""
+        if self._status.pid_namespace is not None:
+            return pidns.inode_of(pid) == self._status.pid_namespace
+        if self.cgroup is not None:
             try:
                 with open(f"/proc/{pid}/cgroup") as f:
                     return self.cgroup.name in f.read()
             except OSError:
                 return False
-        import psutil
+        return self._returncode is None and pidns.parent_of(pid) == self.pid
 
+    def _init_of_stopped_bwrap(self) -> int | None:
+        """bwrap has not said yet which child is the namespace's init (a kill in its first
+        milliseconds). Stop bwrap, so it can neither clone nor let a child go on, then read
+        its word once more, else take its child from /proc; bwrap goes on afterwards (to
+        be killed). Its child waits for bwrap's word before anything, so without a cgroup
+        to sweep this is what keeps it from running on, orphaned."""
         try:
-            return bool(psutil.Process(pid).uids().real == self.uid)
-        except (OSError, psutil.Error):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGSTOP)
+        except OSError:
+            return None
+        try:
+            deadline = time.monotonic() + STOP_WAIT
+            stopped = None
+            while stopped is None and time.monotonic() < deadline:
+                stopped = os.waitid(
+                    os.P_PIDFD, self.pidfd, os.WSTOPPED | os.WEXITED | os.WNOWAIT | os.WNOHANG
+                )
+                if stopped is None:
+                    time.sleep(0.0005)
+            init = self._namespace_init()
+            for child in pidns.children(self.pid) if init is None else ():
+                if (init := self._adopt_init(child)) is not None:
+                    break
+            return init
+        except ChildProcessError:
+            return None
+        finally:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
+
+    def _init_alive(self) -> bool:
+        """The namespace's init still runs after bwrap ended (orphaned: bwrap was killed
+        before the init armed its own death signal). bwrap's exit code line means it
+        reaped the init; the kernel had then ended everything in the namespace."""
+        self._read_status()
+        if self._status.exit_code is not None:
             return False
+        fd = self._namespace_init()
+        return fd is not None and pidns.alive(fd)
 
     # --- the end -----------------------------------------------------------------------
 
@@ -231,14 +287,18 @@ class Sandbox:
     def survivors(self, *, thorough: bool = True) -> list[psutil.Process]:
         """Processes of this sandbox that still run (zombies are dead and left out).
 
-        Always: the members of its cgroups and bwrap's process tree. ``thorough`` also
-        scans every process of the machine for the sandbox's own uid (a fresh uid is
-        this sandbox's alone), which finds anything that escaped both. The sandbox's uid
-        cannot move a process out of its cgroup, so `cleanup` scans only without one."""
+        Always: the members of its cgroups, bwrap's process tree, and an init that bwrap
+        left orphaned. ``thorough`` also scans every process of the machine: for the
+        sandbox's own uid where it has one (a fresh uid is this sandbox's alone), else
+        for its pid namespace (`sandbox.pidns`); that finds anything that escaped the
+        rest. The sandbox's uid cannot move a process out of its cgroup, so `cleanup`
+        scans only without one."""
         members = (
             self.cgroup.pids() if self.cgroup is not None and not self.cgroup.removed else set()
         )
-        if not members and self._returncode is not None and not (thorough and self._uid_is_unique):
+        ended = self._returncode is not None
+        orphan = ended and self.cgroup is None and self._init_alive()
+        if not members and ended and not orphan and not (thorough and self._uid_is_unique):
             return []  # the common end of a sandbox: no psutil (`sandvisor exec` saves ~13 ms)
         import psutil  # here, not at import: `sandvisor exec` starts faster without it
 
@@ -253,11 +313,21 @@ class Sandbox:
                 found[root.pid] = root
                 for child in root.children(recursive=True):
                     found[child.pid] = child
+        if orphan and self._status.child_pid is not None:
+            with contextlib.suppress(psutil.Error):
+                init = psutil.Process(self._status.child_pid)
+                found[init.pid] = init
+                for child in init.children(recursive=True):
+                    found[child.pid] = child
         if thorough and self._uid_is_unique:
             for proc in psutil.process_iter(["uids"]):
                 uids = proc.info.get("uids")
                 if uids is not None and self.uid in (uids.real, uids.effective):
                     found[proc.pid] = proc
+        elif thorough and (self._pidns_fd is not None or self._namespace_init() is not None):
+            for pid in pidns.members(self._pidns_fd) if self._pidns_fd is not None else ():
+                with contextlib.suppress(psutil.Error):
+                    found[pid] = psutil.Process(pid)
         return [p for p in found.values() if _exists(p)]
 
     def cleanup(self, timeout: float = 2.0) -> None:
@@ -293,9 +363,12 @@ class Sandbox:
                 if stream is not None:
                     with contextlib.suppress(OSError):
                         stream.close()
-            if self._init_pidfd is not None:
-                os.close(self._init_pidfd)
-                self._init_pidfd = None
+            for fd in (self._init_pidfd, self._pidns_fd):
+                if fd is not None:
+                    os.close(fd)
+            self._init_pidfd = self._pidns_fd = None
+            if self._lease is not None:
+                self._lease.release()
             os.close(self.pidfd)
             self._cleaned = True
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from . import binds, cgroup_pool
+from . import binds, cgroup_pool, lifeline
 from .bwrap import (
     BwrapInvocation,
     DataFile,
@@ -42,7 +42,7 @@ from .childsetup import STAGE, ChildSetup
 from .errors import LaunchError, PolicyError, SandboxUnavailable
 from .gate import bwrap_path, require
 from .layout import synthetic_etc, system_mounts
-from .limits import enforce
+from .limits import UidKind, enforce
 from .policy import Bind, SandboxPolicy, check_path, is_within
 from .seccomp import build_filter
 from .termination import BwrapStatus
@@ -123,6 +123,19 @@ def _close_all(fds: Iterable[int]) -> None:
             os.close(fd)
 
 
+class Lease:
+    """A sandbox without a cgroup counted on the lifeline until `release` (once)."""
+
+    def __init__(self, layout: CgroupLayout) -> None:
+        lifeline.acquire(layout)
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            lifeline.release()
+
+
 @dataclass
 class LaunchPlan:
     """One sandbox, ready to spawn: `popen_kwargs`, then `started` (or `abort`)."""
@@ -136,6 +149,8 @@ class LaunchPlan:
     cgroup: SandboxCgroup | None
     policy: SandboxPolicy
     weakened: tuple[str, ...]  # the guarantees it runs without (`sandbox.limits`)
+    uid_kind: UidKind  # its uid: a fresh one of its own, the policy's, or the host's
+    lease: Lease | None  # a sandbox without a cgroup: its count on the lifeline
     status_read_fd: int
     status: BwrapStatus
     _child_fds: list[int]
@@ -172,6 +187,8 @@ class LaunchPlan:
         _close_all([self.status_read_fd])
         if self.cgroup is not None:
             self.cgroup.remove()
+        if self.lease is not None:
+            self.lease.release()
         self._state = "aborted"
 
     def _close_child_side(self) -> None:
@@ -204,7 +221,8 @@ def prepare_launch(
     first_own = max(fd_targets, default=2) + 1  # bwrap's fds follow the caller's
     layout = layout if layout is not None else detect_layout()
     executable = bwrap_path()
-    enforcement = enforce(policy, layout, "fixed" if policy.sandbox_uid is not None else "fresh")
+    uid_kind: UidKind = "fixed" if policy.sandbox_uid is not None else "fresh"
+    enforcement = enforce(policy, layout, uid_kind)
     if enforcement.weakened and policy.limits != "per-process":
         raise SandboxUnavailable(
             "cgroups for the memory and pids limits",
@@ -219,9 +237,12 @@ def prepare_launch(
 
     opened: list[int] = []
     cgroup: SandboxCgroup | None = warm[0] if warm is not None else None
+    lease: Lease | None = None
     try:
         if cgroup is None and layout.hierarchies:
             cgroup = cgroup_pool.make(shape, uid)
+        if cgroup is None:  # the lifeline finds it by the tag in bwrap's argv[0]
+            lease = Lease(layout)
         sources = []
         checked: list[int] = []
         for bind in policy.binds + command.binds:
@@ -274,6 +295,7 @@ def prepare_launch(
                 network=policy.network,
                 hostname=policy.hostname,
                 cwd=command.cwd,
+                argv0=lifeline.tag() if lease is not None else "",
             ),
             bwrap=executable,
         )
@@ -301,6 +323,8 @@ def prepare_launch(
             cgroup=cgroup,
             policy=policy,
             weakened=enforcement.weakened,
+            uid_kind=uid_kind,
+            lease=lease,
             status_read_fd=status_read,
             status=BwrapStatus(),
             _child_fds=[fd for fd in opened if fd != status_read],
@@ -310,6 +334,8 @@ def prepare_launch(
         if cgroup is not None:
             with contextlib.suppress(Exception):
                 cgroup.remove()
+        if lease is not None:
+            lease.release()
         raise
 
 

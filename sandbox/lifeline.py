@@ -14,10 +14,14 @@ now and then, under load. Two backstops close that window:
   session of its own, blocked on a pipe whose write end only the host holds. The host's
   death, however it dies, closes the pipe; the lifeline then kills and removes every
   cgroup named after this host (the sandboxes' cgroups say whose they are), so no process
-  and no cgroup is left behind. A living host retires it by writing ``q`` first (then it
-  touches nothing): `retire` does when no sandbox is left, and `Spawner.close` calls it,
-  so a supervisor that has closed holds nothing of sandvisor open. Between sandboxes it
-  stays, so a host launching one sandbox after another pays for it once.
+  and no cgroup is left behind. A sandbox without a cgroup (per-process limits) is found
+  by its bwrap instead: its argv[0] carries this host's `tag`, and so does the sandbox's
+  init, a fork of bwrap that never execs; the lifeline kills every process whose command
+  line carries it, and a namespace's init takes everything in it along. A living host
+  retires it by writing ``q`` first (then it touches nothing): `retire` does when no
+  sandbox is left, and `Spawner.close` calls it, so a supervisor that has closed holds
+  nothing of sandvisor open. Between sandboxes it stays, so a host launching one sandbox
+  after another pays for it once.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .cgroups import CgroupLayout, own_start_time
+from .cgroups import CgroupLayout, detect_layout, own_start_time
 
 
 def host_prefix() -> str:
@@ -40,14 +44,23 @@ def host_prefix() -> str:
 if TYPE_CHECKING:
     from .handle import Sandbox
 
-# Runs as root; "$1" is this host's cgroup name prefix ([a-z0-9-] only), then the parents.
-# "q" on the pipe: retired by a living host, exit quietly. EOF without it: the host died.
+#: bwrap's argv[0] in a sandbox without a cgroup: this prefix, then the host's tag.
+TAG_PREFIX = "sandvisor-bwrap:"
+
+# Runs as the host's user; "$1" is this host's cgroup name prefix ([a-z0-9-] only), "$2"
+# its tag ([0-9a-f]), then the parents. "q" on the pipe: retired by a living host, exit
+# quietly. EOF without it: the host died. The grep pattern's "[:]" keeps grep from
+# finding itself (its own command line holds "[:]", not ":").
 LIFELINE_SCRIPT = r"""
 trap '' INT TERM HUP QUIT PIPE
-prefix=$1; shift
+prefix=$1; tag=$2; shift 2
 while read -r line; do [ "$line" = q ] && exit 0; done
 for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
   left=0
+  for f in $(grep -la "sandvisor-bwrap[:]$tag" /proc/[0-9]*/cmdline 2>/dev/null); do
+    p=${f#/proc/}; p=${p%/cmdline}
+    kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null && left=1
+  done
   for parent in "$@"; do
     for d in "$parent/$prefix"*; do
       [ -d "$d" ] || continue
@@ -69,11 +82,13 @@ RETIRE_WAIT = 0.2
 
 
 class _Lifeline:
-    """This process's current lifeline, how many sandbox cgroups rely on it, and the ones
-    retired (closed when their last cgroup went; reaped once they exit)."""
+    """This process's current lifeline, how many sandboxes rely on it (by their cgroups,
+    or by their tag), and the ones retired (closed when their last sandbox went; reaped
+    once they exit)."""
 
     def __init__(self) -> None:
         self.owner = os.getpid()
+        self.tag = os.urandom(8).hex()  # this host's, whatever its lifeline generation
         self.generation = 0
         self.users = 0
         self.pid: int | None = None
@@ -85,18 +100,31 @@ _current = _Lifeline()
 
 
 def acquire(layout: CgroupLayout) -> int:
-    """Count one more sandbox cgroup of this host, starting the lifeline if none runs;
-    the generation to name the cgroup with (which lifeline watched over it)."""
-    global _current
+    """Count one more sandbox of this host (a cgroup set, or a sandbox without one),
+    starting the lifeline if none runs; the generation to name a cgroup with (which
+    lifeline watched over it)."""
     with _lock:
-        if _current.owner != os.getpid():
-            _current = _Lifeline()  # a forked child: the parent's lifeline is not ours
-        _reap(_current)
-        if _current.pid is None:
-            _current.generation += 1
-            _current.pid, _current.write_end = _start(layout, host_prefix())
-        _current.users += 1
-        return _current.generation
+        state = _mine()
+        _reap(state)
+        if state.pid is None:
+            state.generation += 1
+            state.pid, state.write_end = _start(layout, host_prefix(), state.tag)
+        state.users += 1
+        return state.generation
+
+
+def tag() -> str:
+    """bwrap's argv[0] for a sandbox of this host without a cgroup: what the lifeline
+    looks for in command lines once the host is gone."""
+    with _lock:
+        return TAG_PREFIX + _mine().tag
+
+
+def _mine() -> _Lifeline:
+    global _current
+    if _current.owner != os.getpid():
+        _current = _Lifeline()  # a forked child: the parent's lifeline is not ours
+    return _current
 
 
 def users() -> int:
@@ -148,13 +176,13 @@ def _reap(state: _Lifeline, wait: float = 0.0) -> None:
         time.sleep(0.001)
 
 
-def _start(layout: CgroupLayout, prefix: str) -> tuple[int, int]:
+def _start(layout: CgroupLayout, prefix: str, tag: str) -> tuple[int, int]:
     read_end, write_end = os.pipe()  # both close-on-exec: no one else holds the write end
     devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
     try:
         pid = os.posix_spawn(
             "/bin/sh",
-            ["/bin/sh", "-c", LIFELINE_SCRIPT, "sandvisor-lifeline", prefix, *parents(layout)],
+            ["/bin/sh", "-c", LIFELINE_SCRIPT, "sandvisor-lifeline", prefix, tag, *parents(layout)],
             {"PATH": "/usr/bin:/bin"},
             file_actions=[
                 (os.POSIX_SPAWN_DUP2, read_end, 0),
@@ -173,7 +201,11 @@ def _start(layout: CgroupLayout, prefix: str) -> tuple[int, int]:
 
 
 def parents(layout: CgroupLayout) -> Sequence[str]:
-    return [h.parent for h in layout.hierarchies]
+    """The parents to sweep: the layout's, and this machine's (a test may launch with a
+    layout of its own; the lifeline serves every sandbox of the host)."""
+    found = [h.parent for h in layout.hierarchies]
+    found += [h.parent for h in detect_layout().hierarchies if h.parent not in found]
+    return found
 
 
 class _ThreadRecord:

@@ -1,6 +1,7 @@
 """Why a sandbox ended: parse bwrap's status lines and classify the end. Pure functions.
 
-bwrap writes ``{"child-pid": N, ...}`` when the sandbox starts and ``{"exit-code": N}``
+bwrap writes ``{"child-pid": N, "pid-namespace": INODE, ...}`` when the sandbox starts
+(before its child may do anything: the child waits for bwrap's word) and ``{"exit-code": N}``
 (128+n for a signal) when the program ends; a failure before the program ran leaves no
 exit-code line, and our own pre-exec set-up writes ``{"sandvisor-setup-error": "..."}``.
 With the cgroup counters, the caller's word on the wall deadline and the CPU time used,
@@ -29,6 +30,7 @@ class BwrapStatus:
     """What the status channel has said so far."""
 
     child_pid: int | None = None
+    pid_namespace: int | None = None  # the inode of the sandbox's pid namespace
     exit_code: int | None = None
     setup_error: str | None = None
     _partial: bytes = field(default=b"", repr=False)
@@ -53,6 +55,8 @@ class BwrapStatus:
         err = record.get(SETUP_ERROR_KEY)
         if isinstance(pid, int) and self.child_pid is None:
             self.child_pid = pid
+            ns = record.get("pid-namespace")
+            self.pid_namespace = ns if isinstance(ns, int) else None
         if isinstance(code, int) and self.exit_code is None:
             self.exit_code = code
         if isinstance(err, str) and self.setup_error is None:

@@ -148,3 +148,45 @@ def alive(pid: int) -> bool:
 
 
 TREE = Command(("/bin/sh", "-c", "for i in 1 2 3 4; do sleep 1000 & done; wait"))
+
+
+def pin_namespace(inode: int) -> int | None:
+    """An fd on the pid namespace ``inode`` (so it cannot be reused while a test watches),
+    opened through a process in it; None if no process is in it any more."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fd = os.open(f"/proc/{entry.name}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            if os.fstat(fd).st_ino == inode:
+                return fd
+            os.close(fd)
+    return None
+
+
+def namespace_processes(ns_fd: int) -> list[psutil.Process]:
+    """The live processes in the pid namespace held by ``ns_fd``."""
+    held = os.fstat(ns_fd).st_ino
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            inode = os.stat(f"/proc/{proc.pid}/ns/pid").st_ino
+        except OSError:
+            continue
+        if inode == held and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
+def tagged_processes(argv0: str) -> list[psutil.Process]:
+    """The live processes whose argv[0] is ``argv0``: a bwrap and the init it forked, of a
+    sandbox without a cgroup (its host's tag, `sandbox.lifeline.tag`)."""
+    if not argv0.startswith("sandvisor-bwrap:"):
+        return []
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if cmdline[:1] == [argv0] and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found

@@ -3,6 +3,13 @@
 ``steady``: two sandboxes from a `Spawner` thread and one from the main thread, then it
 sleeps until the test SIGKILLs it. ``startup``: it forks bwrap for one sandbox and SIGKILLs
 itself at once, while bwrap is still setting up (bwrap 0.8.0's die-with-parent race).
+A second argument ``none`` launches without any cgroup (per-process limits), as an
+ordinary user without a delegated cgroup does.
+
+It prints one JSON line, a list with an entry per sandbox: its ``uid`` (and whether it is
+``fresh``, the sandbox's alone), its ``cgroups``, bwrap's ``argv0`` (the host's tag, for
+a sandbox without a cgroup), its pid namespace's inode ``pidns`` where bwrap said it
+already, and the host's fork servers (``servers``).
 """
 
 from __future__ import annotations
@@ -13,21 +20,36 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
-from sandbox.launch import Command, prepare_launch
+from sandbox.cgroups import CgroupLayout
+from sandbox.handle import Sandbox
+from sandbox.launch import Command, LaunchPlan, prepare_launch
 from sandbox.policy import SandboxPolicy
 from sandbox.spawn import Spawner, spawn
 
 COMMAND = Command(("/bin/sh", "-c", "sleep 1000 & sleep 1000 & sleep 1000"))
 
 
-def report(entries: list[tuple[int, list[str]]]) -> None:
-    """Each sandbox's uid and cgroups, and the host's fork servers (children of ours)."""
+def entry(plan: LaunchPlan, sandbox: Sandbox | None = None) -> dict[str, Any]:
+    pidns = None
+    if sandbox is not None:
+        deadline = time.monotonic() + 10
+        while sandbox.status.child_pid is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        pidns = sandbox.status.pid_namespace
+    return {
+        "uid": plan.uid,
+        "fresh": plan.uid_kind == "fresh",
+        "cgroups": plan.cgroup.paths if plan.cgroup else [],
+        "argv0": plan.argv[0],
+        "pidns": pidns,
+    }
+
+
+def report(entries: list[dict[str, Any]]) -> None:
     servers = [int(pid) for pid in _children() if b"forkserver_main" in _cmdline(pid)]
-    print(
-        json.dumps([{"uid": uid, "cgroups": paths, "servers": servers} for uid, paths in entries]),
-        flush=True,
-    )
+    print(json.dumps([{**e, "servers": servers} for e in entries]), flush=True)
 
 
 def _children() -> list[str]:
@@ -46,21 +68,28 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
-def steady() -> None:
-    policy = SandboxPolicy()
+def launch(cgroups: bool) -> LaunchPlan:
+    if cgroups:
+        return prepare_launch(SandboxPolicy(), COMMAND)
+    policy = SandboxPolicy(limits="per-process")
+    return prepare_launch(policy, COMMAND, layout=CgroupLayout(()))
+
+
+def steady(cgroups: bool) -> None:
     spawner = Spawner().start()
-    sandboxes = [spawner.spawn(prepare_launch(policy, COMMAND)) for _ in range(2)]
-    sandboxes.append(spawn(prepare_launch(policy, COMMAND)))
-    report([(s.uid, s.cgroup.paths if s.cgroup else []) for s in sandboxes])
+    plans = [launch(cgroups) for _ in range(3)]
+    sandboxes = [spawner.spawn(plans[0]), spawner.spawn(plans[1]), spawn(plans[2])]
+    report([entry(plan, s) for plan, s in zip(plans, sandboxes, strict=True)])
     time.sleep(1000)
 
 
-def startup() -> None:
-    plan = prepare_launch(SandboxPolicy(), COMMAND)
-    report([(plan.uid, plan.cgroup.paths if plan.cgroup else [])])
+def startup(cgroups: bool) -> None:
+    plan = launch(cgroups)
+    report([entry(plan)])
     subprocess.Popen(plan.argv, **plan.popen_kwargs())
     os.kill(os.getpid(), signal.SIGKILL)
 
 
 if __name__ == "__main__":
-    {"steady": steady, "startup": startup}[sys.argv[1]]()
+    mode = {"steady": steady, "startup": startup}[sys.argv[1]]
+    mode(cgroups=sys.argv[2:] != ["none"])

@@ -54,6 +54,12 @@ def test_fixed_hardening_is_always_present() -> None:
     assert "--share-net" not in argv
 
 
+def test_argv0_is_the_executable_unless_a_tag_is_given() -> None:
+    assert build_argv(invocation(), bwrap="/usr/bin/bwrap")[0] == "/usr/bin/bwrap"
+    tagged = build_argv(invocation(argv0="sandvisor-bwrap:ab12"), bwrap="/usr/bin/bwrap")
+    assert tagged[0] == "sandvisor-bwrap:ab12" and tagged[1:] == build_argv(invocation())[1:]
+
+
 def test_network_only_when_asked() -> None:
     assert "--unshare-net" not in build_argv(invocation(network=True))
 

@@ -4,14 +4,20 @@ defiance; each sandbox's own cgroups."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 from sandbox_helpers import (
+    PRELUDE,
+    PYTHON,
     TREE,
+    alive,
     open_fds,
     py_policy,
     read_line,
@@ -22,7 +28,8 @@ from sandbox_helpers import (
     wait_for,
 )
 
-from sandbox.launch import prepare_launch
+from sandbox.cgroups import CgroupLayout
+from sandbox.launch import Command, prepare_launch
 from sandbox.policy import SandboxPolicy
 from sandbox.runner import run
 from sandbox.spawn import spawn
@@ -141,3 +148,61 @@ def test_each_sandbox_has_its_own_cgroups_and_uid_and_the_parent_no_limits() -> 
         pids = Path(a.cgroup.dirs["pids"])
         assert (pids / "pids.max").read_text().strip() == "128"
         assert (pids.parent / "pids.max").read_text().strip() == "max"
+
+
+NO_CGROUPS = CgroupLayout(())
+
+
+def test_without_a_cgroup_kill_and_cleanup_leave_nothing() -> None:
+    policy = py_policy(limits="per-process")
+    code = DAEMONS.replace('print("bye", flush=True)', 'print("ready", flush=True)\nsignal.pause()')
+    plan = prepare_launch(policy, Command((PYTHON, "-S", "-c", PRELUDE + code)), layout=NO_CGROUPS)
+    with spawn(plan, stdout=subprocess.PIPE) as sandbox:
+        assert sandbox.cgroup is None and read_line(sandbox) == "ready"
+        uid = sandbox.uid
+        assert wait_for(lambda: len(uid_processes(uid)) >= 6)  # bwrap, init, and 4 of its own
+        sandbox.kill("cancelled")
+        assert sandbox.termination().reason == "killed"
+    assert sandbox.survivors() == [] and uid_processes(uid) == []
+
+
+def test_without_a_cgroup_or_a_uid_of_its_own_survivors_are_found_by_pid_namespace() -> None:
+    """A uid shared with other sandboxes (or, rootless, with the host) says nothing about
+    whose a process is; the pid namespace does."""
+    policy = py_policy(limits="per-process", sandbox_uid=0x70FFFF01)
+    plan = prepare_launch(policy, Command(TREE.argv), layout=NO_CGROUPS)
+    with spawn(plan) as sandbox, spawn(prepare_launch(policy, TREE, layout=NO_CGROUPS)) as other:
+        assert wait_for(lambda: len(sandbox.survivors()) >= 7)  # bwrap, init, sh, 4 sleep
+        mine = {p.pid for p in sandbox.survivors(thorough=True)}
+        theirs = {p.pid for p in other.survivors(thorough=True)}
+        assert len(mine) >= 7 and not mine & theirs  # the same uid, told apart
+        assert sandbox.pid not in theirs and other.pid not in mine
+        sandbox.kill("cancelled")
+        sandbox.wait(10)
+        assert sandbox.survivors(thorough=True) == []
+        assert other.poll() is None  # a sibling of the same uid is untouched
+
+
+def test_a_kill_before_bwrap_names_its_child_finds_the_child_anyway() -> None:
+    """bwrap says which child is the namespace's init only after cloning it (the child
+    waits for that word). A kill in between, without a cgroup to sweep, stops bwrap and
+    takes its child from /proc: here a stand-in bwrap that never says a word."""
+    tools = tempfile.mkdtemp(prefix="sandvisor-fake-bwrap-")
+    try:
+        os.chmod(tools, 0o755)
+        fake = Path(tools, "bwrap")
+        fake.write_text("#!/bin/sh\nsleep 1000 &\necho cloned >&2\nexec sleep 1000\n")
+        fake.chmod(0o755)
+        policy = SandboxPolicy(limits="per-process")  # no pinned bind: /tmp stays the host's
+        plan = prepare_launch(policy, TREE, layout=NO_CGROUPS)
+        plan.executable = str(fake)
+        with spawn(plan, stderr=subprocess.PIPE) as sandbox:
+            assert sandbox.popen.stderr is not None
+            assert sandbox.popen.stderr.readline() == b"cloned\n"
+            children = [c.pid for c in psutil.Process(sandbox.pid).children()]
+            assert len(children) == 1 and sandbox.status.child_pid is None
+            sandbox.kill("cancelled")
+            assert wait_for(lambda: not alive(children[0]))
+        assert sandbox.survivors() == [] and uid_processes(sandbox.uid) == []
+    finally:
+        shutil.rmtree(tools)

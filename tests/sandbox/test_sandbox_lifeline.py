@@ -18,7 +18,10 @@ from sandbox_helpers import (
     PYTHON,
     TREE,
     alive,
+    namespace_processes,
     open_fds,
+    pin_namespace,
+    tagged_processes,
     uid_processes,
     wait_for,
 )
@@ -31,46 +34,67 @@ from sandbox.spawn import Spawner, spawn
 pytestmark = [pytest.mark.bwrap, pytest.mark.cgroup]
 
 
-def run_host(mode: str) -> list[dict[str, Any]]:
-    """Start a real host process, let it start sandboxes, SIGKILL it; what it reported."""
-    child = Path(__file__).with_name("sandbox_host_child.py")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    host = subprocess.Popen([PYTHON, str(child), mode], stdout=subprocess.PIPE, env=env)
+class Host:
+    """A real host process (`sandbox_host_child`), what it reported, and what the test
+    holds to watch its sandboxes independently of sandvisor: their pid namespaces, pinned
+    by fds of the test's own while the host runs (so their inodes cannot be reused)."""
+
+    def __init__(self, mode: str, cgroups: str) -> None:
+        child = Path(__file__).with_name("sandbox_host_child.py")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        argv = [PYTHON, str(child), mode, cgroups]
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env)
+        assert self.process.stdout is not None
+        self.report: list[dict[str, Any]] = json.loads(self.process.stdout.readline())
+        self.namespaces = [pin_namespace(e["pidns"]) for e in self.report if e["pidns"]]
+
+    def sandbox_processes(self) -> list[psutil.Process]:
+        found = [p for e in self.report if e["fresh"] for p in uid_processes(e["uid"])]
+        found += [p for fd in self.namespaces if fd is not None for p in namespace_processes(fd)]
+        found += [p for e in self.report for p in tagged_processes(e["argv0"])]
+        return found
+
+    def all_gone(self) -> bool:
+        report = self.report
+        cgroups = [path for e in report for path in e["cgroups"] if os.path.exists(path)]
+        servers = [pid for e in report for pid in e["servers"] if alive(pid)]
+        return not self.sandbox_processes() and not cgroups and not servers
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for fd in self.namespaces:
+            if fd is not None:
+                os.close(fd)
+
+
+@pytest.mark.parametrize("cgroups", ["cgroup", "none"])
+def test_a25_host_sigkill_takes_every_sandbox_with_it(cgroups: str) -> None:
+    host = Host("steady", cgroups)
     try:
-        assert host.stdout is not None
-        report: list[dict[str, Any]] = json.loads(host.stdout.readline())
-        if mode == "steady":
-            assert wait_for(lambda: all(len(uid_processes(e["uid"])) >= 5 for e in report))
-            host.kill()
-        host.wait(30)
+        assert len(host.report) == 3
+        assert len(host.report[0]["servers"]) == 2  # the main thread's and the spawner's
+        assert wait_for(lambda: len(host.sandbox_processes()) >= 15)  # 3 x (init, sh, 3 sleep)
+        host.process.kill()
+        # no process, and no cgroup: the host's lifeline removed what the host could not
+        assert wait_for(host.all_gone, timeout=15)
     finally:
-        if host.poll() is None:
-            host.kill()
-            host.wait()
-    return report
+        host.close()
 
 
-def all_gone(report: list[dict[str, Any]]) -> bool:
-    processes = [p for e in report for p in uid_processes(e["uid"])]
-    cgroups = [path for e in report for path in e["cgroups"] if os.path.exists(path)]
-    servers = [pid for e in report for pid in e.get("servers", []) if alive(pid)]
-    return not processes and not cgroups and not servers
-
-
-def test_a25_host_sigkill_takes_every_sandbox_with_it() -> None:
-    report = run_host("steady")
-    assert len(report) == 3
-    assert len(report[0]["servers"]) == 2  # the main thread's and the spawner's
-    # no process, and no cgroup: the host's lifeline removed what the host could not
-    assert wait_for(lambda: all_gone(report), timeout=15)
-
-
-def test_a25_host_death_during_bwrap_start_up_leaves_nothing() -> None:
+@pytest.mark.parametrize("cgroups", ["cgroup", "none"])
+def test_a25_host_death_during_bwrap_start_up_leaves_nothing(cgroups: str) -> None:
     """bwrap 0.8.0 arms die-with-parent in the sandbox only at the end of its set-up; a
-    host that dies before then must still take the sandbox with it (the lifeline)."""
+    host that dies before then must still take the sandbox with it (the lifeline: by the
+    cgroups, or, without any, by the tag in bwrap's argv[0], which its child keeps)."""
     for _ in range(5):
-        report = run_host("startup")
-        assert wait_for(lambda report=report: all_gone(report), timeout=15), report
+        host = Host("startup", cgroups)
+        try:
+            host.process.wait(30)
+            assert wait_for(host.all_gone, timeout=15), host.report
+        finally:
+            host.close()
 
 
 def test_cgroups_of_dead_hosts_are_collected() -> None:

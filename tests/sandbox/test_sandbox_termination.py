@@ -29,6 +29,12 @@ def test_status_lines_are_parsed_across_reads() -> None:
     assert before is None and (s.child_pid, s.exit_code) == (42, 3)
 
 
+def test_status_names_the_pid_namespace_with_the_child() -> None:
+    assert status(STARTED).pid_namespace == 1
+    assert status(b'{ "child-pid": 42 }\n').pid_namespace is None
+    assert status(b'{ "child-pid": 42, "pid-namespace": "x" }\n').pid_namespace is None
+
+
 def test_status_ignores_garbage_and_bounds_partial_lines() -> None:
     s = status(b"not json\n", b"[1,2]\n", b"x" * 70000)
     assert s.child_pid is None and s._partial == b""
