@@ -50,12 +50,14 @@ TAG_PREFIX = "sandvisor-bwrap:"
 # Runs as the host's user; "$1" is this host's cgroup name prefix ([a-z0-9-] only), "$2"
 # its tag ([0-9a-f]), then the parents. "q" on the pipe: retired by a living host, exit
 # quietly. EOF without it: the host died. The grep pattern's "[:]" keeps grep from
-# finding itself (its own command line holds "[:]", not ":").
+# finding itself (its own command line holds "[:]", not ":"). It looks for a second at
+# least: the host's fds close before its children get their death signal, and a bwrap
+# may clone its child in between (a child found in no cgroup until then).
 LIFELINE_SCRIPT = r"""
 trap '' INT TERM HUP QUIT PIPE
 prefix=$1; tag=$2; shift 2
 while read -r line; do [ "$line" = q ] && exit 0; done
-for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+for round in $(seq 40); do
   left=0
   for f in $(grep -la "sandvisor-bwrap[:]$tag" /proc/[0-9]*/cmdline 2>/dev/null); do
     p=${f#/proc/}; p=${p%/cmdline}
@@ -71,7 +73,7 @@ for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
       rmdir "$d" 2>/dev/null || left=1
     done
   done
-  [ "$left" = 0 ] && exit 0
+  [ "$left" = 0 ] && [ "$round" -ge 20 ] && exit 0
   sleep 0.05
 done
 """

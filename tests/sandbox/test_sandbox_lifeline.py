@@ -60,6 +60,15 @@ class Host:
         servers = [pid for e in report for pid in e["servers"] if alive(pid)]
         return not self.sandbox_processes() and not cgroups and not servers
 
+    def describe(self) -> list[str]:
+        """What is left, for a failure's message."""
+        left = []
+        for p in self.sandbox_processes():
+            with contextlib.suppress(psutil.Error):
+                left.append(f"{p.pid} ppid={p.ppid()} {p.status()} {p.cmdline()[:3]}")
+        left += [path for e in self.report for path in e["cgroups"] if os.path.exists(path)]
+        return left
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -92,7 +101,7 @@ def test_a25_host_death_during_bwrap_start_up_leaves_nothing(cgroups: str) -> No
         host = Host("startup", cgroups)
         try:
             host.process.wait(30)
-            assert wait_for(host.all_gone, timeout=15), host.report
+            assert wait_for(host.all_gone, timeout=15), (host.report, host.describe())
         finally:
             host.close()
 
