@@ -66,8 +66,8 @@ from supervisor.ledger.types import (
     CancellationTicket,
     Compaction,
     Invocation,
+    LedgerOutcome,
     OperationInfo,
-    Outcome,
     ReconcileStatus,
     StreamChunk,
 )
@@ -351,7 +351,7 @@ class Ledger(LedgerEngine):
         if self._subscribers:
             self._publish(event)
 
-    def complete(self, op_id: int, value: Any) -> Outcome:
+    def complete(self, op_id: int, value: Any) -> LedgerOutcome:
         """The worker's result. Checked against format, size and contract: ``Completed``
         or ``Denied``; at or after the deadline ``TimedOut``. Terminal either way."""
         op = self._dispatched(op_id, allow_cancel_requested=True)
@@ -361,7 +361,7 @@ class Ledger(LedgerEngine):
             return self._time_out(op, "late_result")
         return self._accept(op, entry, value)
 
-    def fail(self, op_id: int, message: str) -> Outcome:
+    def fail(self, op_id: int, message: str) -> LedgerOutcome:
         """The worker (or the host's failure policy) reports failure: ``Failed``, or
         ``TimedOut`` at or after the deadline. Allowed on an indeterminate operation."""
         op = self._dispatched(op_id, allow_cancel_requested=True)
@@ -389,7 +389,7 @@ class Ledger(LedgerEngine):
             idempotency_key=op.key,
         )
 
-    def confirm_cancellation(self, op_id: int) -> Outcome:
+    def confirm_cancellation(self, op_id: int) -> LedgerOutcome:
         """Phase two: only after the worker's authenticated acknowledgement. Never after a
         kill, so never for an indeterminate operation."""
         op = self._dispatched(op_id, allow_cancel_requested=True)
@@ -403,7 +403,7 @@ class Ledger(LedgerEngine):
             return self._time_out(op, "late_cancellation")
         return self._cancel(op, "confirmed")
 
-    def cancel(self, op_id: int) -> Outcome:
+    def cancel(self, op_id: int) -> LedgerOutcome:
         """A trusted, direct terminal assertion (no request, no acknowledgement). A queued
         operation was never dispatched, so cancelling it is always safe."""
         op = self._live_op(op_id)
@@ -425,7 +425,7 @@ class Ledger(LedgerEngine):
         if self._subscribers:
             self._publish(event)
 
-    def reconcile(self, op_id: int, status: ReconcileStatus) -> Outcome | None:
+    def reconcile(self, op_id: int, status: ReconcileStatus) -> LedgerOutcome | None:
         """Apply a worker's authenticated ``reconciled`` status for this operation's key.
 
         ``running``/``unknown`` leave it pending (None; ``DeadlineElapsed`` once its
@@ -499,7 +499,7 @@ class Ledger(LedgerEngine):
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
-    async def wait(self, op_id: int) -> Outcome:
+    async def wait(self, op_id: int) -> LedgerOutcome:
         """The operation's terminal outcome, once it has one (at once if it has)."""
         op = self._live.get(op_id)
         if op is None:
@@ -539,7 +539,7 @@ class Ledger(LedgerEngine):
             raise self._gone(op_id, "its details are no longer held in memory; see outcome()")
         return self._info(op, self._clock())
 
-    def outcome(self, op_id: int) -> Outcome | None:
+    def outcome(self, op_id: int) -> LedgerOutcome | None:
         """The terminal outcome, or None while pending. A durable ledger finds every
         outcome in its journal; an in-memory one keeps the last ``retain_outcomes``."""
         if op_id in self._live:

@@ -44,9 +44,9 @@ from supervisor.ledger.types import (
     Denied,
     Failed,
     Invocation,
+    LedgerOutcome,
     OperationInfo,
     OperationState,
-    Outcome,
     TimedOut,
 )
 
@@ -80,7 +80,7 @@ class _Waiter:
 
     def __init__(self, event: anyio.Event) -> None:
         self.event = event
-        self.outcome: Outcome | None = None
+        self.outcome: LedgerOutcome | None = None
         self.failure: str | None = None
 
 
@@ -340,7 +340,7 @@ class LedgerEngine:
 
     # -- resolution -------------------------------------------------------------------
 
-    def _accept(self, op: Operation, entry: _Tool, value: Any) -> Outcome:
+    def _accept(self, op: Operation, entry: _Tool, value: Any) -> LedgerOutcome:
         try:
             # The common case inline; payloads.encode has every rule.
             data = (
@@ -375,13 +375,13 @@ class LedgerEngine:
         """Only a journaled result needs vouching for (in memory there is no copy)."""
         return None if self._journal is None else result_digest(body)
 
-    def _deny(self, op: Operation, reason: str, size: int) -> Outcome:
+    def _deny(self, op: Operation, reason: str, size: int) -> LedgerOutcome:
         event = self._record_op(
             op, AuditKind.DENIED, op.attempt, 0, size, reason, terminal=(AuditKind.DENIED, None)
         )
         return self._resolve(op, Denied(reason), event)
 
-    def _fail(self, op: Operation, message: str) -> Outcome:
+    def _fail(self, op: Operation, message: str) -> LedgerOutcome:
         message = _truncate(message, MAX_MESSAGE_BYTES)
         body = message.encode(errors="replace")
         message = body.decode()
@@ -397,19 +397,19 @@ class LedgerEngine:
         )
         return self._resolve(op, Failed(message), event)
 
-    def _cancel(self, op: Operation, reason: str) -> Outcome:
+    def _cancel(self, op: Operation, reason: str) -> LedgerOutcome:
         event = self._record_op(
             op, AuditKind.CANCELLED, op.attempt, detail=reason, terminal=(AuditKind.CANCELLED, None)
         )
         return self._resolve(op, Cancelled(reason), event)
 
-    def _time_out(self, op: Operation, reason: str) -> Outcome:
+    def _time_out(self, op: Operation, reason: str) -> LedgerOutcome:
         event = self._record_op(
             op, AuditKind.TIMED_OUT, op.attempt, detail=reason, terminal=(AuditKind.TIMED_OUT, None)
         )
         return self._resolve(op, TimedOut(reason), event)
 
-    def _resolve(self, op: Operation, outcome: Outcome, event: AuditEvent) -> Outcome:
+    def _resolve(self, op: Operation, outcome: LedgerOutcome, event: AuditEvent) -> LedgerOutcome:
         op_id = op.id
         if op.state is _Q:
             self._queued -= 1
@@ -468,7 +468,7 @@ class LedgerEngine:
                 op.indeterminate = True
 
 
-def _outcome_of(event: AuditEvent, body: bytes | None, fmt: str) -> Outcome:
+def _outcome_of(event: AuditEvent, body: bytes | None, fmt: str) -> LedgerOutcome:
     kind = event.kind
     if kind == AuditKind.COMPLETED and body is not None:
         return Completed(payloads.decode(fmt, body))

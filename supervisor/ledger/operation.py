@@ -11,7 +11,7 @@ from typing import Any
 
 from supervisor.ledger.policy import StreamPolicy
 from supervisor.ledger.records import OpRecord
-from supervisor.ledger.types import OperationState, Outcome
+from supervisor.ledger.types import LedgerOutcome, OperationState
 
 QUEUED = OperationState.QUEUED
 
@@ -66,7 +66,7 @@ class Operation:
         self.chunks = 0
         self.source_bytes = 0
         self.emitted_bytes = 0
-        self.outcome: Outcome | None = None
+        self.outcome: LedgerOutcome | None = None
 
     @classmethod
     def from_record(cls, record: OpRecord) -> Operation:

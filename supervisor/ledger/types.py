@@ -28,7 +28,7 @@ class OperationState(StrEnum):
 
 # -- terminal outcomes ------------------------------------------------------------------
 # ``kind`` is the ledger's own name (and the audit event kind); ``status`` is what the
-# supervisor reports in ``Outcome.status``.
+# supervisor reports in its `Outcome.status` (supervisor.workers.outcome).
 
 
 class Completed(msgspec.Struct, frozen=True):
@@ -73,7 +73,7 @@ class TimedOut(msgspec.Struct, frozen=True):
     status: ClassVar[str] = "timed_out"
 
 
-Outcome = Completed | Failed | Denied | Cancelled | TimedOut
+LedgerOutcome = Completed | Failed | Denied | Cancelled | TimedOut
 
 
 # -- what the host gets back from transitions ---------------------------------------------
@@ -135,7 +135,7 @@ class OperationInfo(msgspec.Struct, frozen=True, kw_only=True):
     source_bytes: int
     emitted_bytes: int
     remaining_deadline_ms: int | None
-    outcome: Outcome | None
+    outcome: LedgerOutcome | None
 
 
 # -- reconciliation -----------------------------------------------------------------------

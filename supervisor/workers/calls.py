@@ -24,10 +24,10 @@ from supervisor.ledger import (
     Failed,
     Ledger,
     LedgerError,
+    LedgerOutcome,
     OperationIndeterminate,
     TimedOut,
 )
-from supervisor.ledger import Outcome as LedgerOutcome
 from supervisor.workers.outcome import Outcome, Status
 from supervisor.workers.watchdog import CallEnd, CancelReason
 
@@ -335,8 +335,13 @@ class CallHandle:
         assert self._call.outcome is not None
         return self._call.outcome
 
+    def request_cancel(self) -> None:
+        """Ask for a cooperative cancel and return at once (in the supervisor's loop);
+        `outcome` tells how the call ended."""
+        self._scope.cancel()
+
     async def cancel(self) -> Outcome:
         """Cancel cooperatively (``cancel``, grace, then kill) and return the `Outcome`:
         ``cancelled`` if the adapter acknowledged; it may also have completed first."""
-        self._scope.cancel()
+        self.request_cancel()
         return await self.outcome()

@@ -14,10 +14,6 @@ import os
 from typing import Protocol
 
 
-class LaunchError(Exception):
-    """The worker could not be started; the message says why (and what is missing)."""
-
-
 class SpawnedWorker(Protocol):
     """A started worker and the handle of what contains it."""
 
@@ -49,7 +45,9 @@ class SpawnedWorker(Protocol):
 class Launcher(Protocol):
     """Starts workers: ``fd_in`` becomes the child's fd 3, ``fd_out`` its fd 4, and
     ``stdout``/``stderr`` its fds 1 and 2 (stdin is ``/dev/null``). The caller keeps
-    ownership of the fds it passes and closes them after `spawn` returns."""
+    ownership of the fds it passes and closes them after `spawn` returns. A worker that
+    cannot start raises, saying why (the sandbox's `sandbox.LaunchError` or
+    `sandbox.SandboxUnavailable`); the session fails closed on any exception."""
 
     async def spawn(self, fd_in: int, fd_out: int, stdout: int, stderr: int) -> SpawnedWorker: ...
 

@@ -31,7 +31,7 @@ import anyio.abc
 
 from supervisor._fdwrite import write_now
 from supervisor._loop import Signal, current_loop
-from supervisor.workers.launcher import Launcher, LaunchError, SpawnedWorker, start_worker
+from supervisor.workers.launcher import Launcher, SpawnedWorker, start_worker
 from supervisor.workers.pipes import PipeStream
 from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
 from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE, CallEnd, CallWatch, CancelReason
@@ -791,7 +791,6 @@ def _signal_name(number: int) -> str:
 __all__ = [
     "CallListener",
     "Capture",
-    "LaunchError",
     "Session",
     "SessionCall",
     "SessionConfig",

@@ -33,11 +33,11 @@ from supervisor.ledger import (
     DeadlineElapsed,
     Ledger,
     LedgerError,
+    LedgerOutcome,
     ReconcileStatus,
     RetryClass,
     ToolPolicy,
 )
-from supervisor.ledger import Outcome as LedgerOutcome
 from supervisor.ledger.audit import TERMINAL_KINDS
 from supervisor.ledger.policy import check_id
 from supervisor.workers.call_audit import AuditHub, AuditStream, CallEvent
@@ -47,7 +47,13 @@ from supervisor.workers.outcome import Outcome
 from supervisor.workers.pool import Pool, WorkerUnavailable
 from supervisor.workers.sandboxed import SandboxLauncher, program_command, python_worker_command
 from supervisor.workers.session import Session, SessionConfig, SessionUnusable
-from supervisor.workers.tool_callbacks import Decoder, Encoder, ExternalCallback, make_callback
+from supervisor.workers.tool_callbacks import (
+    Decoder,
+    Encoder,
+    ExternalCallback,
+    build_callback,
+    from_any_loop,
+)
 from supervisor.workers.tool_inputs import InputChecker
 from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE
 from worker_runtime.protocol.errors import Refused
@@ -266,7 +272,7 @@ class Supervisor:
         assert self._nursery is not None and self._pool is not None
         with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_TIMEOUT):
             for handle in list(self._handles):
-                handle._scope.cancel()
+                handle.request_cancel()
             await self._pool.cancel_calls()  # every call in flight, whoever awaits it
             await self._pool.aclose()
         self._nursery.cancel_scope.cancel()  # kills whatever the graceful part left
@@ -339,7 +345,17 @@ class Supervisor:
         `supervisor.workers.tool_callbacks`)."""
         if deadline is not None:
             _check_seconds("deadline", deadline)
-        return make_callback(self, tool, deadline=deadline, encode=encode, decode=decode)
+        policy = self._policies.get(tool)
+        if policy is None:
+            raise ValueError(f"the supervisor has no tool {tool!r}")
+        invoke = from_any_loop(
+            self.loop_token,
+            lambda tool, value, deadline: self.invoke(tool, value, deadline=deadline),
+            lambda tool, value, deadline: self.start(tool, value, deadline=deadline),
+        )
+        return build_callback(
+            tool, policy.format, invoke, deadline=deadline, encode=encode, decode=decode
+        )
 
     def audit_events(self, capacity: int = 1024) -> AuditStream:
         """A stream of call audit events (``async for``); it drops events when full."""

@@ -25,7 +25,7 @@ cooperative cancel of the call.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -37,7 +37,7 @@ from supervisor.tools.definition import ToolFailure
 from supervisor.workers.outcome import Outcome
 
 if TYPE_CHECKING:
-    from supervisor.workers.supervisor import Supervisor
+    from supervisor.workers.calls import CallHandle
 
 EXIT_FAILED = 1
 EXIT_TIMED_OUT = 124
@@ -122,28 +122,22 @@ def build_callback(
     return callback
 
 
-def make_callback(
-    supervisor: Supervisor,
-    tool: str,
-    *,
-    deadline: float | None,
-    encode: Encoder | None,
-    decode: Decoder | None,
-) -> ExternalCallback:
-    """The callback behind `Supervisor.tool_callback`."""
-    policy = supervisor.tools.get(tool)
-    if policy is None:
-        raise ValueError(f"the supervisor has no tool {tool!r}")
-    token = supervisor.loop_token
+Start = Callable[[str, Any, "float | None"], Coroutine[Any, Any, "CallHandle"]]
 
-    async def invoke(tool: str, value: Any, deadline: float | None) -> Outcome:
+
+def from_any_loop(token: anyio.lowlevel.EventLoopToken, invoke: Invoke, start: Start) -> Invoke:
+    """An invoke that works from any thread or event loop, for a supervisor whose own loop
+    is ``token``'s: there, ``invoke``; elsewhere, ``start`` the call in that loop and wait
+    for it from a worker thread (a cancelled waiter cancels the call there, cooperatively).
+    The supervisor hands out its own ``invoke`` and ``start``: nothing here reaches into
+    it."""
+
+    async def run(tool: str, value: Any, deadline: float | None) -> Outcome:
         if _in_run(token):
-            return await supervisor.invoke(tool, value, deadline=deadline)
-        return await _invoke_from_elsewhere(supervisor, token, tool, value, deadline)
+            return await invoke(tool, value, deadline)
+        return await _invoke_from_elsewhere(start, token, tool, value, deadline)
 
-    return build_callback(
-        tool, policy.format, invoke, deadline=deadline, encode=encode, decode=decode
-    )
+    return run
 
 
 def _command_name(tool: str) -> str:
@@ -162,7 +156,7 @@ def _in_run(token: anyio.lowlevel.EventLoopToken) -> bool:
 
 
 async def _invoke_from_elsewhere(
-    supervisor: Supervisor,
+    start: Start,
     token: anyio.lowlevel.EventLoopToken,
     tool: str,
     value: Any,
@@ -171,9 +165,7 @@ async def _invoke_from_elsewhere(
     """From another thread or event loop: start in the supervisor's run, wait in a thread;
     if the waiting caller is cancelled, cancel the call and let it finish there."""
     handle = await anyio.to_thread.run_sync(
-        lambda: anyio.from_thread.run(
-            lambda: supervisor.start(tool, value, deadline=deadline), token=token
-        )
+        lambda: anyio.from_thread.run(lambda: start(tool, value, deadline), token=token)
     )
     try:
         return await anyio.to_thread.run_sync(
@@ -182,5 +174,5 @@ async def _invoke_from_elsewhere(
         )
     except BaseException:
         if not handle.done:
-            anyio.from_thread.run_sync(handle._scope.cancel, token=token)
+            anyio.from_thread.run_sync(handle.request_cancel, token=token)
         raise

@@ -29,8 +29,8 @@ from supervisor.ledger import (
     Failed,
     Ledger,
     LedgerError,
+    LedgerOutcome,
     NotClaimed,
-    Outcome,
     ReconcileStatus,
     RetryClass,
     StreamPolicy,
@@ -94,7 +94,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         self.dir = Path(tempfile.mkdtemp(prefix="ledger-stateful-")) if self.durable else None
         self.ids: list[int] = []
-        self.outcomes: dict[int, Outcome] = {}
+        self.outcomes: dict[int, LedgerOutcome] = {}
         self.queued: set[int] = set()  # the model: started, never claimed, not finished
         self.ever_claimed: set[int] = set()
         self.progress: dict[int, tuple[int, int, int, int]] = {}
@@ -135,7 +135,7 @@ class LedgerMachine(RuleBasedStateMachine):
         return 10_000 + index
 
     def resolved(self, op: int, outcome: object) -> None:
-        assert isinstance(outcome, Outcome)
+        assert isinstance(outcome, LedgerOutcome)
         assert op not in self.outcomes, f"operation {op} finished twice"
         self.outcomes[op] = outcome
         self.queued.discard(op)

@@ -14,7 +14,7 @@ from supervisor.ledger import (
     Completed,
     JournalFailed,
     Ledger,
-    Outcome,
+    LedgerOutcome,
     TimedOut,
     ToolPolicy,
     UnknownOperation,
@@ -30,7 +30,7 @@ def make(**kwargs: Any) -> Ledger:
 async def test_a_waiter_resumes_when_the_host_completes_without_a_pump() -> None:
     ledger = make()
     op = ledger.start("t", "x")
-    results: list[Outcome] = []
+    results: list[LedgerOutcome] = []
 
     async def waiter() -> None:
         results.append(await ledger.wait(op))

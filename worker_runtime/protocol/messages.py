@@ -31,7 +31,7 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Nonce = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NONCE_CHARS)]
 Format = Literal["text", "json"]
-Outcome = Literal["acknowledged", "too_late", "unsupported"]
+CancelOutcome = Literal["acknowledged", "too_late", "unsupported"]
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -207,7 +207,7 @@ class CancelResult(Body, tag="cancel_result", frozen=True):
     cid: Ref
     rid: Ref
     tool: Ref
-    outcome: Outcome
+    outcome: CancelOutcome
 
 
 class Reconciled(Body, tag="reconciled", frozen=True):
