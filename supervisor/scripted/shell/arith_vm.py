@@ -21,6 +21,8 @@ from ..integers import INT_MAX, INT_MIN, wrap
 
 Node = tuple[Any, ...]
 Fn = Callable[[Any], int]
+#: ``binop(op, a, b, token)``: the other binary operators, as the generated code runs them
+BinOp = Callable[[str, int, int, Any], int]
 
 (
     PUSH, VAR, ITEM, NEG, NOT, INV, BIN, JZ, JNZ, JF, JMP, BOOL, POP, SET, SET_ITEM, ADD,
@@ -32,15 +34,15 @@ _FUEL_EVERY = 256
 class Program:
     """A compiled expression: call it with the shell (an ``ArithEnv``)."""
 
-    __slots__ = ("code", "cost")
+    __slots__ = ("binop", "code", "cost")
 
-    def __init__(self, code: list[tuple[Any, ...]]) -> None:
+    def __init__(self, code: list[tuple[Any, ...]], binop: BinOp) -> None:
         self.code = code
         self.cost = len(code)
+        self.binop = binop
 
     def __call__(self, env: Any) -> int:
-        from .arithmetic import _binop
-
+        _binop = self.binop
         code = self.code
         stack: list[int] = []
         push, pop = stack.append, stack.pop
@@ -194,9 +196,11 @@ class _Emitter:
             self.code.append((SET_ITEM, target[1], target[2], self.compile_index(target[3])))
 
 
-def compile_program(node: Node, compile_index: Callable[[Node], Fn]) -> Program:
+def compile_program(node: Node, compile_index: Callable[[Node], Fn], binop: BinOp) -> Program:
     """The stack program of a parsed expression; ``compile_index`` compiles the index
-    expressions of array elements (evaluated lazily, as in the generated code)."""
+    expressions of array elements (evaluated lazily, as in the generated code), ``binop``
+    runs the binary operators but ``+`` and ``-`` (``arithmetic`` hands in its own, so the
+    two agree and this module does not import it back)."""
     emitter = _Emitter(compile_index)
     emitter.emit(node)
-    return Program(emitter.code)
+    return Program(emitter.code, binop)

@@ -492,7 +492,7 @@ def _small(node: Node, budget: list[int], depth: int = 0) -> bool:
 
 def _compile_tree(node: Node) -> Fn:
     if not _small(node, [_CODEGEN_NODES]):
-        return compile_program(node, _compile_tree)
+        return compile_program(node, _compile_tree, _binop)
     gen = _Gen()
     body = gen.expr(node)
     lines = ["def _f(env):"]

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from supervisor.scripted.shell import arithmetic
 from supervisor.scripted.shell.arith_vm import compile_program
-from supervisor.scripted.shell.arithmetic import ArithError, _compile_tree, _Parser
+from supervisor.scripted.shell.arithmetic import ArithError, _binop, _compile_tree, _Parser
 from supervisor.scripted.shell.state import Variables
 
 
@@ -67,7 +67,7 @@ def run(text: str, vm: bool) -> tuple[object, dict[str, object]]:
     env.assign_array("a", [(None, "4", False), (None, "6", False), (None, "8", False)])
     parser = _Parser(text)
     node = parser.comma()
-    fn = compile_program(node, _compile_tree) if vm else _compile_tree(node)
+    fn = compile_program(node, _compile_tree, _binop) if vm else _compile_tree(node)
     try:
         outcome: object = fn(env)
     except ArithError as exc:
