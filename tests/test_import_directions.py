@@ -80,6 +80,16 @@ ROOMS: dict[str, frozenset[str]] = {
     "worker_runtime": frozenset(),
 }
 
+#: compatibility imports at the paths the docs showed before the house moved (one release,
+#: until 0.2): each may import only the room it forwards to
+COMPAT: dict[str, str] = {
+    "supervisor.cli": "supervisor.commands",
+    "supervisor.demo": "supervisor.commands",
+    "supervisor.tooldefs": "supervisor.commands",
+    "supervisor.audit": "supervisor.workers",
+}
+ROOMS.update({old: frozenset({new, *HELPERS}) for old, new in COMPAT.items()})
+
 #: what the worker may import besides ``worker_runtime`` and the standard library
 WORKER_THIRD_PARTY = frozenset({"msgspec"})
 
@@ -165,7 +175,7 @@ IMPORTS = {module: imports_of(module) for module in MODULES}
 
 
 #: rooms that are one module, not a package of them
-SINGLE = frozenset({"supervisor", "supervisor.__main__", *HELPERS})
+SINGLE = frozenset({"supervisor", "supervisor.__main__", *HELPERS, *COMPAT})
 
 
 def room_of(module: str) -> str | None:
