@@ -35,6 +35,12 @@ Command = Callable[[list[str], "str | None"], "CommandResult | Awaitable[Command
 #: The table the interpreter consults for a simple command name.
 CommandTable = Mapping[str, Command]
 
+#: A command may carry ``reads_stdin(args) -> bool``: False when, with these arguments,
+#: it reads no standard input (``jq -n``, ``seq``, ``awk 'BEGIN {...}'``). The interpreter
+#: then passes None and leaves the input to the commands after it, as bash does (``while
+#: read`` keeps its lines). A command without it reads all of its input.
+READS_STDIN = "reads_stdin"
+
 #: The ``time.monotonic()`` deadline of the execution in progress, set by the engine for
 #: the duration of ``run_script``. Commands that wait (async tool callbacks) run under it;
 #: None outside an execution or when it has no timeout.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ShellError
 from ..integers import decimal64
+from .options import option_state
 from .state import NAMEREF
 
 if TYPE_CHECKING:
@@ -26,16 +27,6 @@ BINARY = frozenset(
     {"=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef"}
 )
 _SUBSCRIPT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(.*)\]\Z", re.DOTALL)
-
-_OPTION_NAMES = {
-    "errexit": "opt_errexit",
-    "nounset": "opt_nounset",
-    "pipefail": "opt_pipefail",
-    "xtrace": "opt_xtrace",
-    "noglob": "opt_noglob",
-    "noclobber": "opt_noclobber",
-    "allexport": "opt_allexport",
-}
 
 
 class TestSyntaxError(ShellError):
@@ -60,8 +51,7 @@ def unary_test(sh: Expander, op: str, arg: str) -> bool:
             return len(arg.lstrip("0")) < 10 and int(arg) <= len(sh.positional)
         return sh.get(arg) is not None
     if op == "-o":
-        attr = _OPTION_NAMES.get(arg)
-        return bool(getattr(sh, attr)) if attr else False
+        return option_state(sh, arg)
     if op == "-R":
         v = sh.vars.get(arg)
         return v is not None and bool(v.attrs & NAMEREF)

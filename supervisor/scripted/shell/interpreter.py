@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio.lowlevel
 
-from ..contract import CommandResult
+from ..contract import READS_STDIN, CommandResult
 from ..errors import (
     AbortExecution,
     BreakLoop,
@@ -98,6 +98,7 @@ class Interpreter(ControlMixin, Expander):
         self.opt_noglob = False
         self.opt_noclobber = False
         self.opt_allexport = False
+        self.opt_errtrace = False  # set -E: the ERR trap reaches functions and subshells
         self.pattern_flags = 0
         self.shopts: set[str] = set()
         self.errexit_suppressed = 0
@@ -124,20 +125,25 @@ class Interpreter(ControlMixin, Expander):
         return self.opt_nounset
 
     def flags_string(self) -> str:
-        flags = "h"
-        if self.opt_errexit:
-            flags += "e"
-        if self.opt_nounset:
-            flags += "u"
-        if self.opt_xtrace:
-            flags += "x"
-        if self.opt_noglob:
-            flags += "f"
-        return flags + "B"
+        """``$-``, in bash's order."""
+        flags = [
+            ("a", self.opt_allexport),
+            ("e", self.opt_errexit),
+            ("f", self.opt_noglob),
+            ("h", True),
+            ("u", self.opt_nounset),
+            ("x", self.opt_xtrace),
+            ("B", True),
+            ("C", self.opt_noclobber),
+            ("E", self.opt_errtrace),
+        ]
+        return "".join(c for c, on in flags if on)
 
     def get(self, name: str) -> str | None:
         if name == "LINENO":
             return str(self.lineno)
+        if name == "BASH_SUBSHELL" and name not in self.vars:
+            return str(self.subshell_depth)
         return super().get(name)
 
     # ----------------------------------------------------------------- running
@@ -196,7 +202,7 @@ class Interpreter(ControlMixin, Expander):
         handler = self.traps.pop("EXIT", None)
         if not handler:
             return status
-
+        self.status = status  # the trap sees the status the shell exits with
         try:
             await self.run_seq(parse(handler).body)
         except ExitShell as exc:
@@ -222,7 +228,7 @@ class Interpreter(ControlMixin, Expander):
         if self.errexit_suppressed:
             return
         handler = self.traps.get("ERR")
-        if handler and self.func_depth <= self.err_trap_depth:
+        if handler and (self.func_depth <= self.err_trap_depth or self.opt_errtrace):
             del self.traps["ERR"]  # not while it runs
             try:
                 await self.run_seq(parse(handler).body)
@@ -395,7 +401,11 @@ class Interpreter(ControlMixin, Expander):
             if type(r) is int:
                 return r
             return self._await_builtin(r)
-        stdin = self.stdin.read_all() if self.stdin is not None else None
+        stdin = None
+        if self.stdin is not None:
+            reads = getattr(impl, READS_STDIN, None)  # jq -n, seq: the input stays
+            if reads is None or reads(argv[1:]):
+                stdin = self.stdin.read_all()
         try:
             result = impl(argv[1:], stdin)
         except (AbortExecution, RequestTimeout):
@@ -662,14 +672,7 @@ class Interpreter(ControlMixin, Expander):
             self.positional,
             self.functions,
             self.traps,
-            (
-                self.opt_errexit,
-                self.opt_nounset,
-                self.opt_pipefail,
-                self.opt_xtrace,
-                self.opt_noglob,
-                self.opt_allexport,
-            ),
+            self.options(),
             self.loop_depth,
             self.shell_id,
             self.silent_loops,
@@ -679,9 +682,26 @@ class Interpreter(ControlMixin, Expander):
         self.frames = [dict(f) for f in self.frames]
         self.gen = next(_generations)
         self.functions = dict(self.functions)
-        self.traps = {}
+        err_trap = self.traps.get("ERR") if self.opt_errtrace else None
+        self.traps = {} if err_trap is None else {"ERR": err_trap}  # set -E keeps ERR
+        self.shopts = set(self.shopts)
         self.subshell_depth += 1
         return saved
+
+    def options(self) -> tuple[Any, ...]:
+        """The ``set`` and ``shopt`` options (a subshell's changes stay in it)."""
+        return (
+            self.opt_errexit,
+            self.opt_nounset,
+            self.opt_pipefail,
+            self.opt_xtrace,
+            self.opt_noglob,
+            self.opt_noclobber,
+            self.opt_allexport,
+            self.opt_errtrace,
+            self.shopts,
+            self.pattern_flags,
+        )
 
     def leave_subshell(self, saved: tuple[Any, ...]) -> None:
         (
@@ -702,7 +722,11 @@ class Interpreter(ControlMixin, Expander):
             self.opt_pipefail,
             self.opt_xtrace,
             self.opt_noglob,
+            self.opt_noclobber,
             self.opt_allexport,
+            self.opt_errtrace,
+            self.shopts,
+            self.pattern_flags,
         ) = opts
         self.subshell_depth -= 1
 
@@ -740,6 +764,7 @@ class Interpreter(ControlMixin, Expander):
         child.funcnames = list(self.funcnames)
         child.call_lines = list(self.call_lines)
         child.traps = {}
+        child.shopts = set(self.shopts)
         child.out = out
         child.err = err
         child.stdin = None if self.stdin is None else InputStream("")

@@ -301,11 +301,24 @@ class Variables(ArithEnv):
             nxt += 1
 
     def unset(self, name: str) -> None:
+        """``unset name``, with bash's dynamic scope: a local of the running function
+        becomes unset (still local); a local of a calling function is removed, which
+        uncovers the value it shadowed (the global, or an outer caller's local)."""
         v = self.vars.get(name)
         if v is None:
             return
         if v.attrs & READONLY:
             raise ShellError(f"{name}: cannot unset: readonly variable")
+        frames = self.frames
+        if frames and name not in frames[-1]:
+            for frame in reversed(frames):
+                if name in frame:
+                    shadowed = frame.pop(name)
+                    if shadowed is None:
+                        del self.vars[name]
+                    else:
+                        self.vars[name] = shadowed
+                    return
         del self.vars[name]
 
     def unset_item(self, name: str, key: int | str) -> None:

@@ -68,8 +68,13 @@ def _scan_word(s: str, i: int) -> int:
 def _mask_assignment_redirects(script: str, out: list[str], fakes: dict[int, int]) -> None:
     """``x=$(cmd) 2>/dev/null``: tree-sitter cannot parse one assignment with a
     redirection; each redirection becomes a dummy assignment ``Z=___`` (same length)
-    that the converter turns back into the redirection (``fakes``: start -> end)."""
+    that the converter turns back into the redirection (``fakes``: start -> end).
+    The subscript of an array assignment is blanked too (``m[$a,$b]=1``: tree-sitter
+    cannot read some keys; the converter reads the original text)."""
     for m in _ASSIGN_AT_START.finditer(script):
+        open_b = script.find("[", m.start(), m.end())
+        if open_b >= 0:
+            _blank(out, script, open_b + 1, m.end() - (3 if m.group().endswith("+=") else 2), None)
         j = _scan_word(script, m.end())
         while True:
             k = j

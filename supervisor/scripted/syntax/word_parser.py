@@ -64,34 +64,48 @@ _ANSI_SIMPLE = {
 
 
 def decode_ansi_c(body: str) -> str:
-    """Decode the inside of ``$'...'`` (also used by ``printf %b`` and ``echo -e``)."""
+    """Decode the inside of ``$'...'`` (also used by ``printf %b`` and ``echo -e``).
+    ``\\xHH`` and ``\\NNN`` are bytes, as in bash: a run of them is decoded as UTF-8
+    (``$'\\xe2\\x9c\\x93'`` is one character), bytes that are not UTF-8 as
+    surrogate escapes, as the text tools read them."""
     out: list[str] = []
+    raw = bytearray()  # the run of byte escapes being collected
+
+    def flush() -> None:
+        if raw:
+            out.append(raw.decode("utf-8", "surrogateescape"))
+            raw.clear()
+
     i, n = 0, len(body)
     while i < n:
         c = body[i]
         if c != "\\" or i + 1 >= n:
+            flush()
             out.append(c)
             i += 1
             continue
         e = body[i + 1]
         i += 2
-        if e in _ANSI_SIMPLE:
-            out.append(_ANSI_SIMPLE[e])
-        elif e in "01234567":
+        if e in "01234567":
             j = i - 1
             while j < n and j < i + 2 and body[j] in "01234567":
                 j += 1
-            out.append(chr(int(body[i - 1 : j], 8) & 0xFF))
+            raw.append(int(body[i - 1 : j], 8) & 0xFF)
             i = j
-        elif e == "x":
+            continue
+        if e == "x":
             j = i
             while j < n and j < i + 2 and body[j] in "0123456789abcdefABCDEF":
                 j += 1
-            if j == i:
-                out.append("\\x")
-            else:
-                out.append(chr(int(body[i:j], 16)))
-            i = j
+            if j > i:
+                raw.append(int(body[i:j], 16))
+                i = j
+                continue
+        flush()
+        if e in _ANSI_SIMPLE:
+            out.append(_ANSI_SIMPLE[e])
+        elif e == "x":
+            out.append("\\x")
         elif e in "uU":
             j = i
             limit = 4 if e == "u" else 8
@@ -108,6 +122,7 @@ def decode_ansi_c(body: str) -> str:
             i += 1
         else:
             out.append("\\" + e)
+    flush()
     return "".join(out)
 
 

@@ -1,4 +1,4 @@
-"""The cheap extras: ``tac``, ``rev``, ``nl``, ``paste`` and ``fold`` (stdin only)."""
+"""The cheap extras: ``cat``, ``tac``, ``rev``, ``nl``, ``paste`` and ``fold`` (stdin only)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,88 @@ from .common import (
     usage_result,
 )
 from .posix_regex import RegexError, compile_posix, finditer
+
+_CAT = OptionSpec(
+    [
+        Opt("A", "A", "show-all"),
+        Opt("b", "b", "number-nonblank"),
+        Opt("e", "e"),
+        Opt("E", "E", "show-ends"),
+        Opt("n", "n", "number"),
+        Opt("s", "s", "squeeze-blank"),
+        Opt("t", "t"),
+        Opt("T", "T", "show-tabs"),
+        Opt("u", "u"),
+        Opt("v", "v", "show-nonprinting"),
+    ]
+)
+_CAT_IMPLIES = {"A": "vET", "e": "vE", "t": "vT"}
+
+
+def cat(args: list[str], stdin: str | None) -> CommandResult:
+    """GNU cat on standard input (no operand, or ``-``); a file operand is refused like
+    every file access, and cat goes on with the next operand, as GNU's does."""
+    try:
+        opts, operands = _CAT.parse(args)
+    except UsageError as err:
+        return usage_result("cat", err)
+    flags = "".join(_CAT_IMPLIES.get(k, k) for k, _ in opts)
+    out: list[str] = []
+    errors: list[str] = []
+    pending = stdin or ""
+    for operand in operands or ["-"]:
+        if operand != "-":
+            rejected = reject_files("cat", [operand])
+            assert rejected is not None
+            errors.append(rejected.stderr)
+            continue
+        out.append(_cat_text(pending, flags) if flags.replace("u", "") else pending)
+        pending = ""  # stdin is read once
+    return CommandResult("".join(out), "".join(errors), 1 if errors else 0)
+
+
+def _cat_text(text: str, flags: str) -> str:
+    lines = text.split("\n")
+    last_open = lines[-1] != ""
+    if not last_open:
+        lines.pop()
+    out: list[str] = []
+    number = 0
+    blank_run = False
+    for k, line in enumerate(lines):
+        blank = line == ""
+        if "s" in flags and blank and blank_run:
+            continue
+        blank_run = blank
+        if "v" in flags:
+            line = _nonprinting(line, "T" in flags)
+        elif "T" in flags:
+            line = line.replace("\t", "^I")
+        if ("b" in flags and not blank) or ("n" in flags and "b" not in flags):
+            number += 1
+            line = f"{number:6d}\t{line}"
+        end = "" if k == len(lines) - 1 and last_open else ("$" if "E" in flags else "") + "\n"
+        out.append(line + end)
+    return "".join(out)
+
+
+def _nonprinting(line: str, tabs: bool) -> str:
+    """``cat -v``: control bytes as ``^X``, DEL as ``^?``, high bytes as ``M-``."""
+    out: list[str] = []
+    for b in to_bytes(line):
+        if b >= 128:
+            out.append("M-")
+            b -= 128
+        if b == 9 and not tabs:
+            out.append("\t")
+        elif b < 32:
+            out.append("^" + chr(b + 64))
+        elif b == 127:
+            out.append("^?")
+        else:
+            out.append(chr(b))
+    return "".join(out)
+
 
 _TAC = OptionSpec(
     [

@@ -6,17 +6,19 @@ Differential cases: ``cases_text_tools.txt``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
-from supervisor.scripted.contract import Command, CommandResult
+from supervisor.scripted.contract import READS_STDIN, Command, CommandResult
 
 from .awk import awk
+from .awk import reads_stdin as awk_reads_stdin
 from .common import OutputLimitError, limit_result
 from .cut import cut
 from .expr import expr
-from .extras import fold, nl, paste, rev, tac
+from .extras import cat, fold, nl, paste, rev, tac
 from .grep import grep
 from .headtail import head, tail
+from .jq_tool.options import reads_stdin as jq_reads_stdin
 from .jq_tool.pool import jq
 from .sed import sed
 from .seq import seq
@@ -26,6 +28,7 @@ from .uniq import uniq
 from .wc import wc
 
 _USAGE = {
+    "cat": "Usage: cat [OPTION]... [FILE]...",
     "awk": "Usage: awk [POSIX or GNU style options] [--] 'program' [file ...]",
     "jq": "Usage:\tjq [OPTIONS] FILTER [FILES...]",
     "cut": "Usage: cut OPTION... [FILE]...",
@@ -66,9 +69,37 @@ def _guarded(name: str, tool: Command, limit_status: int) -> Command:
         except OutputLimitError:
             return limit_result(name, limit_status)
 
+    reads = _READS_STDIN.get(name, _reads_operands)
+
+    def reads_stdin(args: list[str]) -> bool:
+        if args and args[0] in ("--help", "--version") and name not in _OWN_HELP:
+            return False
+        return reads(args)
+
     run.__name__ = run.__qualname__ = name
     run.__doc__ = tool.__doc__
+    setattr(run, READS_STDIN, reads_stdin)
     return run
+
+
+def _reads_operands(args: list[str]) -> bool:
+    """A filter reads standard input (GNU tools with no operand or ``-`` read it; a file
+    operand is refused, so counting it as a read changes nothing)."""
+    return True
+
+
+#: Tools that read standard input only with some arguments (``reads_stdin``, see
+#: ``contract.READS_STDIN``): the rest are filters and read it all.
+def _no_input(args: list[str]) -> bool:
+    return False
+
+
+_READS_STDIN: dict[str, Callable[[list[str]], bool]] = {
+    "awk": awk_reads_stdin,
+    "expr": _no_input,
+    "jq": jq_reads_stdin,
+    "seq": _no_input,
+}
 
 
 #: Each tool and its exit status when its output is over the cap. A tool is a `Command`:
@@ -76,6 +107,7 @@ def _guarded(name: str, tool: Command, limit_status: int) -> Command:
 #: engine's answer takes a while; the others answer at once.
 _TOOLS: dict[str, tuple[Command, int]] = {
     "awk": (awk, 2),
+    "cat": (cat, 1),
     "cut": (cut, 1),
     "expr": (expr, 2),
     "fold": (fold, 1),

@@ -15,7 +15,7 @@ FS = "filesystem access disabled"
 def test_table_has_every_tool() -> None:
     assert set(TEXT_COMMANDS) == {
         "jq", "grep", "sed", "awk", "sort", "uniq", "cut", "tr", "wc", "head", "tail",
-        "seq", "expr", "tac", "rev", "nl", "paste", "fold",
+        "seq", "expr", "tac", "rev", "nl", "paste", "fold", "cat",
     }  # fmt: skip
 
 
@@ -37,6 +37,7 @@ def test_table_has_every_tool() -> None:
         (["nl", "/f"], f"nl: /f: {FS}\n", 1),
         (["paste", "/f"], f"paste: /f: {FS}\n", 1),
         (["fold", "/f"], f"fold: /f: {FS}\n", 1),
+        (["cat", "/f"], f"cat: /f: {FS}\n", 1),
     ],
 )
 def test_file_operands_are_refused(argv: list[str], stderr: str, status: int) -> None:

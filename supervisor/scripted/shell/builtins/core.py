@@ -19,8 +19,16 @@ from ...syntax.printer import format_function
 from ...syntax.word_parser import decode_ansi_c
 from ..arithmetic import ArithError, compile_arith
 from ..jobs import wait_jobs
+from ..options import (
+    SET_LETTERS,
+    SET_LISTED,
+    SHOPT_NAMES,
+    option_state,
+    set_option,
+    set_shopt,
+    shopt_state,
+)
 from ..param_ops import format_declare, quote_single
-from ..patterns import EXTGLOB, NOCASE
 
 if TYPE_CHECKING:
     from ..interpreter import Interpreter
@@ -142,55 +150,6 @@ def continue_(sh: Interpreter, args: list[str]) -> int:
     return _loop_control(sh, args, "continue")
 
 
-_SET_LETTERS = {
-    "e": "opt_errexit",
-    "u": "opt_nounset",
-    "x": "opt_xtrace",
-    "f": "opt_noglob",
-    "C": "opt_noclobber",
-    "a": "opt_allexport",
-}
-_SET_NAMES = {
-    "errexit": "opt_errexit",
-    "nounset": "opt_nounset",
-    "xtrace": "opt_xtrace",
-    "noglob": "opt_noglob",
-    "noclobber": "opt_noclobber",
-    "allexport": "opt_allexport",
-    "pipefail": "opt_pipefail",
-}
-_SET_LISTED = [
-    "allexport",
-    "braceexpand",
-    "emacs",
-    "errexit",
-    "errtrace",
-    "functrace",
-    "hashall",
-    "histexpand",
-    "history",
-    "ignoreeof",
-    "interactive-comments",
-    "keyword",
-    "monitor",
-    "noclobber",
-    "noexec",
-    "noglob",
-    "nolog",
-    "notify",
-    "nounset",
-    "onecmd",
-    "physical",
-    "pipefail",
-    "posix",
-    "privileged",
-    "verbose",
-    "vi",
-    "xtrace",
-]
-_SET_ON_BY_DEFAULT = frozenset({"braceexpand", "hashall", "interactive-comments"})
-
-
 def set_(sh: Interpreter, args: list[str]) -> int:
     if not args:
         for name in sorted(sh.vars):
@@ -212,30 +171,25 @@ def set_(sh: Interpreter, args: list[str]) -> int:
                 _print_options(sh, on)
                 return 0
             name = args[i + 1]
-            attr = _SET_NAMES.get(name)
-            if attr is None:
-                if name not in _SET_LISTED:
-                    sh.error(f"set: {name}: invalid option name")
-                    return 2
-            else:
-                setattr(sh, attr, on)
+            if name not in SET_LISTED:
+                sh.error(f"set: {name}: invalid option name")
+                return 2
+            set_option(sh, name, on)
             i += 2
             continue
         if len(a) > 1 and a[0] in "-+" and a != "-":
             on = a[0] == "-"
             for c in a[1:]:
-                attr = _SET_LETTERS.get(c)
+                attr = SET_LETTERS.get(c)
                 if c == "o":
                     i += 1
                     if i >= len(args):
                         _print_options(sh, on)
                         return 0
-                    attr = _SET_NAMES.get(args[i])
-                    if attr is None and args[i] not in _SET_LISTED:
+                    if args[i] not in SET_LISTED:
                         sh.error(f"set: {args[i]}: invalid option name")
                         return 2
-                    if attr is not None:
-                        setattr(sh, attr, on)
+                    set_option(sh, args[i], on)
                 elif attr is not None:
                     setattr(sh, attr, on)
                 elif c not in "hBHmbvnkPT":
@@ -249,9 +203,8 @@ def set_(sh: Interpreter, args: list[str]) -> int:
 
 
 def _print_options(sh: Interpreter, long_form: bool) -> None:
-    for name in _SET_LISTED:
-        attr = _SET_NAMES.get(name)
-        on = bool(getattr(sh, attr)) if attr else name in _SET_ON_BY_DEFAULT
+    for name in SET_LISTED:
+        on = option_state(sh, name)
         if long_form:
             sh.out.write(f"{name:<15}\t{'on' if on else 'off'}\n")
         else:
@@ -501,127 +454,53 @@ def noop(sh: Interpreter, args: list[str]) -> int:
     return 0
 
 
-_SHOPT_NAMES = [
-    "autocd",
-    "assoc_expand_once",
-    "cdable_vars",
-    "cdspell",
-    "checkhash",
-    "checkjobs",
-    "checkwinsize",
-    "cmdhist",
-    "compat31",
-    "compat32",
-    "compat40",
-    "compat41",
-    "compat42",
-    "compat43",
-    "compat44",
-    "complete_fullquote",
-    "direxpand",
-    "dirspell",
-    "dotglob",
-    "execfail",
-    "expand_aliases",
-    "extdebug",
-    "extglob",
-    "extquote",
-    "failglob",
-    "force_fignore",
-    "globasciiranges",
-    "globskipdots",
-    "globstar",
-    "gnu_errfmt",
-    "histappend",
-    "histreedit",
-    "histverify",
-    "hostcomplete",
-    "huponexit",
-    "inherit_errexit",
-    "interactive_comments",
-    "lastpipe",
-    "lithist",
-    "localvar_inherit",
-    "localvar_unset",
-    "login_shell",
-    "mailwarn",
-    "no_empty_cmd_completion",
-    "nocaseglob",
-    "nocasematch",
-    "noexpand_translation",
-    "nullglob",
-    "patsub_replacement",
-    "progcomp",
-    "progcomp_alias",
-    "promptvars",
-    "restricted_shell",
-    "shift_verbose",
-    "sourcepath",
-    "varredir_close",
-    "xpg_echo",
-]
-_SHOPT_DEFAULT_ON = frozenset(
-    [
-        "checkwinsize",
-        "cmdhist",
-        "complete_fullquote",
-        "extquote",
-        "force_fignore",
-        "globasciiranges",
-        "globskipdots",
-        "hostcomplete",
-        "interactive_comments",
-        "patsub_replacement",
-        "progcomp",
-        "promptvars",
-        "sourcepath",
-    ]
-)
-
-
 def shopt(sh: Interpreter, args: list[str]) -> int:
-    """``shopt``: extglob and nocasematch change matching; the rest are remembered."""
-    mode = ""
-    quiet = False
+    """``shopt [-pqsuo] [name ...]``: extglob and nocasematch change matching, the rest
+    are remembered; with ``-o`` the names are ``set -o`` options."""
+    flags = ""
     names: list[str] = []
     for a in args:
-        if a in ("-s", "-u", "-p", "-o"):
-            mode = a[1] if a != "-o" else mode
-        elif a == "-q":
-            quiet = True
+        if not names and len(a) > 1 and a[0] == "-" and set(a[1:]) <= set("spquo"):
+            flags += a[1:]
+        elif not names and a == "--":
+            continue
         else:
             names.append(a)
-    on = sh.shopts | {n for n in _SHOPT_DEFAULT_ON if f"-{n}" not in sh.shopts}
+    mode = "s" if "s" in flags else "u" if "u" in flags else ""
+    if "s" in flags and "u" in flags:
+        sh.error("shopt: cannot set and unset shell options simultaneously")
+        return 1
+    known = SET_LISTED if "o" in flags else SHOPT_NAMES
     status = 0
     for name in names:
-        if name not in _SHOPT_NAMES:
-            sh.error(f"shopt: {name}: invalid shell option name")
+        if name not in known:
+            what = "option name" if "o" in flags else "shell option name"
+            sh.error(f"shopt: {name}: invalid {what}")
             status = 1
-    if mode in ("s", "u"):
-        for name in names:
-            if name in _SHOPT_NAMES:
-                if mode == "s":
-                    sh.shopts.add(name)
-                    sh.shopts.discard(f"-{name}")
-                else:
-                    sh.shopts.discard(name)
-                    sh.shopts.add(f"-{name}")
-        sh.pattern_flags = (EXTGLOB if "extglob" in sh.shopts else 0) | (
-            NOCASE if "nocasematch" in sh.shopts else 0
-        )
+    if names and status:
         return status
-    listed = names or _SHOPT_NAMES
-    for name in listed:
-        if name not in _SHOPT_NAMES:
-            continue
-        state = name in on
-        if names and not state:
-            status = 1
-        if not quiet:
-            if mode == "p":
-                sh.out.write(f"shopt {'-s' if state else '-u'} {name}\n")
+    if mode and names:
+        for name in names:
+            if "o" in flags:
+                set_option(sh, name, mode == "s")
             else:
-                sh.out.write(f"{name:<15}\t{'on' if state else 'off'}\n")
+                set_shopt(sh, name, mode == "s")
+        return status
+    state = option_state if "o" in flags else shopt_state
+    listed = names or [n for n in known if not mode or state(sh, n) == (mode == "s")]
+    for name in listed:
+        on = state(sh, name)
+        if names and not on:
+            status = 1
+        if "q" in flags:
+            continue
+        if "p" in flags:
+            if "o" in flags:
+                sh.out.write(f"set {'-' if on else '+'}o {name}\n")
+            else:
+                sh.out.write(f"shopt {'-s' if on else '-u'} {name}\n")
+        else:
+            sh.out.write(f"{name:<15}\t{'on' if on else 'off'}\n")
     return status
 
 

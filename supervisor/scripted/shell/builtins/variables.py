@@ -218,15 +218,16 @@ def _print_vars(sh: Interpreter, names: list[str], strict: bool = False) -> int:
 
 
 def _print_functions(sh: Interpreter, names: list[str | A.Assign], names_only: bool) -> int:
-    wanted = [x for x in names if isinstance(x, str)] or sorted(sh.functions)
+    operands = [x for x in names if isinstance(x, str)]
+    wanted = operands or sorted(sh.functions)
     status = 0
     for name in wanted:
         fn = sh.functions.get(name)
         if fn is None:
             status = 1
             continue
-        if names_only:
-            sh.out.write(f"declare -f {name}\n")
+        if names_only:  # `declare -F` lists `declare -f f`; `declare -F f` prints `f`
+            sh.out.write(f"{name}\n" if operands else f"declare -f {name}\n")
         else:
             sh.out.write(format_function(fn) + "\n")
     return status
@@ -438,6 +439,7 @@ def _assign_read(
     esc = escaped or set()
     if array is not None:
         parts = _split_read(text, esc, ifs, 1 << 30) if text else []
+        array = sh.target(array)  # through a nameref (`local -n out=$1; read -a out`)
         sh.unset(array)
         sh.assign_array(array, [(None, p, False) for p in parts])
         return
@@ -505,6 +507,7 @@ def mapfile(sh: Interpreter, args: list[str]) -> int:
     lines = lines[skip:]
     if count:
         lines = lines[:count]
+    name = sh.target(name)
     if origin == 0:
         sh.unset(name)
     items = [(str(origin + k), line, False) for k, line in enumerate(lines)]

@@ -8,6 +8,8 @@ wording); ``var=value`` operands are assignments, as in awk.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from supervisor.scripted.contract import CommandResult
 
 from ..common import FS_DISABLED, OutputLimitError
@@ -154,6 +156,33 @@ def awk(args: list[str], stdin: str | None) -> CommandResult:
         message = f"awk: fatal: cannot open file `{files[0]}' for reading: {FS_DISABLED}\n"
         return CommandResult("", message, 2)
     return _run(program, rt, assignments)
+
+
+def reads_stdin(args: list[str]) -> bool:
+    """Does awk read standard input? Not for a program of ``BEGIN`` actions alone (no
+    rules, no ``END``) that never calls ``getline``, nor for a usage or syntax error."""
+    try:
+        opts, program_text, operands = _parse_args(args)
+    except _Usage:
+        return False
+    if any(key in ("--version", "--help", "f") for key, _ in opts):
+        return False
+    if program_text is None:
+        if not operands:
+            return False
+        program_text = operands[0]
+    return _program_reads(program_text)
+
+
+@lru_cache(maxsize=256)
+def _program_reads(program_text: str) -> bool:
+    if "getline" in program_text:
+        return True
+    try:
+        program = parse(program_text)
+    except AwkSyntaxError:
+        return False
+    return bool(program.rules or program.end)
 
 
 def _looks_like_assignment(text: str) -> bool:

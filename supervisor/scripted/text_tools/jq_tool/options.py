@@ -9,6 +9,7 @@ positional values after ``--args``/``--jsonargs``. Output-format options apply i
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from ..common import FS_DISABLED
@@ -219,3 +220,18 @@ def _indent(text: str) -> int | str | None:
     if value == -1:
         return "\t"
     return value or None
+
+
+_READS_INPUT = re.compile(r"\binputs?\b")
+
+
+def reads_stdin(args: list[str]) -> bool:
+    """Does jq read standard input with these arguments? Not with ``-n`` (unless the
+    filter calls ``input``/``inputs``), nor for a usage error, ``--help`` or ``--version``."""
+    try:
+        opts = parse_options(args)
+    except JqUsageError:
+        return False
+    if opts.help or opts.version:
+        return False
+    return not opts.null_input or _READS_INPUT.search(opts.program) is not None
