@@ -230,8 +230,8 @@ class Interpreter(ControlMixin, Expander):
         handler = self.traps.get("ERR")
         if handler and (self.func_depth <= self.err_trap_depth or self.opt_errtrace):
             del self.traps["ERR"]  # not while it runs
-            try:
-                await self.run_seq(parse(handler).body)
+            try:  # $LINENO in the handler is the failed command's line
+                await self.run_seq(parse(at_line(handler, self.lineno)).body)
             finally:
                 self.traps.setdefault("ERR", handler)
             self.status = status
@@ -535,7 +535,7 @@ class Interpreter(ControlMixin, Expander):
         finally:
             self.pop_frame()
             self.funcnames.pop()
-            self.call_lines.pop()
+            self.lineno = self.call_lines.pop()  # back on the line of the call
             self.func_depth -= 1
             self.positional = saved_pos
             self.loop_depth, self.silent_loops = saved_loops
@@ -810,17 +810,28 @@ class Interpreter(ControlMixin, Expander):
     async def run_string(self, script: str) -> int:
         """``eval``: parse and run text in this shell."""
 
-        try:
-            program = parse(script, self.limits.max_ast_depth, self.limits.max_parser_operations)
+        limits = self.limits
+        try:  # the text's first line is the line of the `eval`
+            program = parse(
+                at_line(script, self.lineno), limits.max_ast_depth, limits.max_parser_operations
+            )
         except ShellSyntaxError as exc:
             self.error(f"eval: {exc.message}")
             return 2
+        line = self.lineno
         try:
             return await self.run_seq(program.body)
         except DiscardLine as exc:
             self.error(exc.message)
             self.status = 1
             return 1
+        finally:
+            self.lineno = line
+
+
+def at_line(text: str, line: int) -> str:
+    """``text`` with blank lines before it, so that its first line is line ``line``."""
+    return "\n" * (line - 1) + text
 
 
 def _distance(a: str, b: str, cap: int) -> int:
