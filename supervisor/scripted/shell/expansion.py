@@ -351,7 +351,10 @@ class Expander(Variables):
             elif t is A.Tilde:
                 b.quoted(self.tilde(p.user))  # type: ignore[union-attr]
             elif t is A.ProcSub:
-                raise AbortExecution(PROCESS_SUBSTITUTION)
+                raise AbortExecution(
+                    f"{PROCESS_SUBSTITUTION} (line {self.lineno}: {p.text[:2]}...) as a file"  # type: ignore[union-attr]
+                    " name; read its output with < <(...) or a pipe)"
+                )
 
     def tilde(self, user: str) -> str:
         if user == "":

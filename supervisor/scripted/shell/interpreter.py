@@ -789,6 +789,19 @@ class Interpreter(ControlMixin, Expander):
         return status
 
     async def command_substitution(self, program: A.Program) -> str:
+        output, status = await self.run_captured(program)
+        self.status = status
+        self.cmdsub_status = status
+        return output.rstrip("\n")
+
+    async def capture_output(self, program: A.Program) -> str:
+        """``<(...)`` read through ``< <(...)``: the output, trailing newlines kept; its
+        status is not ``$?`` (bash runs it as an asynchronous process)."""
+        output, _ = await self.run_captured(program)
+        return output
+
+    async def run_captured(self, program: A.Program) -> tuple[str, int]:
+        """Run ``program`` in a subshell, capturing its stdout."""
         limits = self.limits
         if self.subst_depth >= limits.max_subst_depth:
             raise LimitExceeded(
@@ -803,9 +816,7 @@ class Interpreter(ControlMixin, Expander):
         finally:
             self.subst_depth -= 1
             self.out = saved_out
-        self.status = status
-        self.cmdsub_status = status
-        return sink.getvalue().rstrip("\n")
+        return sink.getvalue(), status
 
     async def run_string(self, script: str) -> int:
         """``eval``: parse and run text in this shell."""

@@ -1,5 +1,5 @@
 """Redirections in a logic-only shell: ``/dev/null``, descriptor duplication (``2>&1``,
-``>&2``), here-documents and here-strings. Any other file is refused with
+``>&2``), here-documents, here-strings and ``< <(cmd)``. Any other file is refused with
 ``<target>: filesystem redirection disabled`` (status 1; the command does not run).
 
 Differential cases: ``cases_heredoc.txt``, ``cases_basics.txt``.
@@ -28,6 +28,11 @@ async def apply_redirects(sh: Interpreter, redirs: tuple[A.Redir, ...]) -> bool:
         if op == "<<<":
             sh.stdin = InputStream(await sh.expand_string(r.target) + "\n")
             continue
+        if op == "<" and r.fd in (None, 0):
+            program = _input_procsub(r.target)
+            if program is not None:  # `< <(cmd)`: cmd's output is the input
+                sh.stdin = InputStream(await sh.capture_output(program))
+                continue
         target = await sh.expand_string(r.target)
         fd = r.fd
         if op in (">&", "<&"):
@@ -66,6 +71,15 @@ async def apply_redirects(sh: Interpreter, redirs: tuple[A.Redir, ...]) -> bool:
         else:
             _set_fd(sh, 1 if fd is None else fd)
     return True
+
+
+def _input_procsub(target: A.Word) -> A.Program | None:
+    """The program of a target that is exactly ``<(...)``."""
+    if len(target.parts) == 1:
+        part = target.parts[0]
+        if type(part) is A.ProcSub and part.text.startswith("<(") and part.program:
+            return part.program
+    return None
 
 
 def _set_fd(sh: Interpreter, fd: int) -> None:

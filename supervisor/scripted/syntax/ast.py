@@ -73,9 +73,11 @@ class ArithSub:
 
 @dataclass(slots=True)
 class ProcSub:
-    """``<(...)`` / ``>(...)``: always rejected when reached (logic-only shell)."""
+    """``<(...)`` / ``>(...)``. Only ``< <(...)`` runs (its output is the command's
+    input); as a file name it is refused when reached (there is no filesystem)."""
 
     text: str
+    program: Program | None = None
 
 
 Part: TypeAlias = Lit | DQ | Tilde | Param | CmdSub | ArithSub | ProcSub

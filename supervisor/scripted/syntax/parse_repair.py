@@ -157,10 +157,11 @@ def mask_expansions(
         elif c == "<" and script.startswith("<<", i) and not script.startswith("<<<", i):
             i = _heredoc_start(script, i + 2, heredocs)
             continue
-        elif c == "<" and script.startswith("<<<", i) and _after_group(script, i):
-            out[i + 1] = out[i + 2] = " "  # tree-sitter refuses `{ ...; } <<< w`
-            if herestrings is not None:
-                herestrings.add(len(script[:i].encode("utf-8", "surrogatepass")))
+        elif c == "<" and script.startswith("<<<", i):
+            if _after_group(script, i):
+                out[i + 1] = out[i + 2] = " "  # tree-sitter refuses `{ ...; } <<< w`
+                if herestrings is not None:
+                    herestrings.add(len(script[:i].encode("utf-8", "surrogatepass")))
             i += 3
             continue
         elif c == "[" and _BRACKET_WITH_CLOSE.match(script, i):
@@ -332,7 +333,10 @@ def unterminated_quote(src: str) -> tuple[str, int] | None:
         if c == "\n" and heredocs:
             i = _skip_heredoc_bodies(src, i + 1, heredocs)
             continue
-        if src.startswith("<<", i) and not src.startswith("<<<", i):
+        if src.startswith("<<<", i):
+            i += 3
+            continue
+        if src.startswith("<<", i):
             i = _heredoc_start(src, i + 2, heredocs)
             continue
         if c == "'":

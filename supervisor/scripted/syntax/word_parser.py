@@ -401,10 +401,11 @@ class WordLexer:
         start = self.pos
         found = self.resolve(start)
         if found is not None:
-            self.pos = found[1]
+            program, self.pos = found
         else:
             self.pos = self._match_paren(start + 2) + 1
-        return ProcSub(self.src[start : self.pos])
+            program = self.parse_fragment(self.src[start + 2 : self.pos - 1])
+        return ProcSub(self.src[start : self.pos], program)
 
     def _match_paren(self, i: int) -> int:
         """Index of the ``)`` closing a ``(`` just before ``i`` (quotes respected)."""

@@ -116,16 +116,20 @@ async def test_redirection_on_compound_command_is_checked() -> None:
 
 
 @pytest.mark.parametrize(
-    "script",
+    ("script", "where"),
     [
-        "diff <(echo a) <(echo b)",
-        "echo before; cat < <(echo a)",
-        "x=$(echo >(true))",
-        "tool <(echo)",
+        ("diff <(echo a) <(echo b)", "line 1: <(...)"),
+        ("echo before\ncat <(echo a)", "line 2: <(...)"),
+        ("x=$(echo >(true))", "line 1: >(...)"),
+        ("tool <(echo)", "line 1: <(...)"),
+        ("read x > >(cat)", "line 1: >(...)"),
     ],
 )
-async def test_process_substitution_aborts_the_execution(script: str) -> None:
-    message = "execution error: bash: process substitution disabled"
+async def test_process_substitution_as_a_file_aborts_the_execution(script: str, where: str) -> None:
+    message = (
+        f"execution error: bash: process substitution disabled ({where} as a file name;"
+        " read its output with < <(...) or a pipe)"
+    )
     result = await run(script, {"tool": Recorder()})
     assert (result.stdout, result.stderr, result.exit_code, result.error) == (
         "",
@@ -133,6 +137,11 @@ async def test_process_substitution_aborts_the_execution(script: str) -> None:
         1,
         message,
     )
+
+
+async def test_input_from_a_process_substitution_runs() -> None:
+    result = await run("while read -r l; do echo \"<$l>\"; done < <(printf 'a\\nb\\n'); echo $?")
+    assert (result.stdout, result.exit_code, result.error) == ("<a>\n<b>\n0\n", 0, None)
 
 
 async def test_process_substitution_in_untaken_branch_is_harmless() -> None:
