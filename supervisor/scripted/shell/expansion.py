@@ -149,6 +149,7 @@ class Expander(Variables):
     status: int
     last_bg: int | None
     opt_nounset: bool
+    lineno: int
     limits: ExecutionLimits
     #: EXTGLOB / NOCASE bits from ``shopt`` (``patterns`` flags)
     pattern_flags: int
@@ -351,8 +352,9 @@ class Expander(Variables):
             elif t is A.Tilde:
                 b.quoted(self.tilde(p.user))  # type: ignore[union-attr]
             elif t is A.ProcSub:
+                opener = p.text[:2]  # type: ignore[union-attr]
                 raise AbortExecution(
-                    f"{PROCESS_SUBSTITUTION} (line {self.lineno}: {p.text[:2]}...) as a file"  # type: ignore[union-attr]
+                    f"{PROCESS_SUBSTITUTION} (line {self.lineno}: {opener}...) as a file"
                     " name; read its output with < <(...) or a pipe)"
                 )
 
