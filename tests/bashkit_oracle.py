@@ -1,5 +1,6 @@
-"""Shared helpers of the tool-surface tests: an echo callback, and the bashkit 0.20.1
-oracle driven the same way (a ``ScriptedTool`` whose tool echoes its params)."""
+"""The bashkit 0.20.1 oracle of the tool-command tests (tests/tools, tests/scripted): an
+echo callback, and bashkit driven the same way (a ``ScriptedTool`` whose tool echoes its
+params)."""
 
 from __future__ import annotations
 

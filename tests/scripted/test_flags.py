@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 import pytest
+from bashkit_oracle import run_oracle, run_ours
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from surface_support import run_oracle, run_ours
 
 from supervisor.scripted.flags import FlagError, parse_flags, usage_from_schema
 

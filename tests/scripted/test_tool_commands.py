@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 import pytest
-from surface_support import echo_params, run_oracle, run_ours
+from bashkit_oracle import echo_params, run_oracle, run_ours
 
 from supervisor.scripted.contract import CommandResult
 from supervisor.scripted.tool_commands import command_table
