@@ -57,7 +57,7 @@ class ExecContext:
         grace: float = 0.0,
     ) -> None:
         self.commands = commands
-        #: the shell builtins (``builtins.registry.BUILTINS``), also the ones a tool hides
+        #: the shell builtins (``builtins.table.BUILTINS``), also the ones a tool hides
         self.builtins = builtins
         self.limits = limits
         self.deadline = deadline

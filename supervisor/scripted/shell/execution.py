@@ -28,8 +28,8 @@ from ..errors import (
     ShellSyntaxError,
 )
 from ..syntax.parser import parse
-from .builtins.registry import BUILTINS
-from .context import ExecContext, duration_debug
+from .builtins.table import BUILTINS
+from .exec_context import ExecContext, duration_debug
 from .interpreter import Interpreter
 from .io import CappedSink
 from .jobs import JobTable, finish_jobs

@@ -41,8 +41,8 @@ from ..syntax import ast as A
 from ..syntax.parser import parse
 from .arithmetic import ArithError
 from .builtins.variables import run_declaration
-from .context import BUILTIN, ExecContext
 from .control import ControlMixin
+from .exec_context import BUILTIN, ExecContext
 from .expansion import Expander
 from .io import InputStream, Sink
 from .jobs import finish_jobs, start_job
@@ -51,7 +51,7 @@ from .state import ARRAY, EXPORT, Var, _generations
 
 _shell_ids = itertools.count(1)
 #: a builtin: ``fn(sh, args) -> status`` (or an awaitable, for the few that run code); the
-#: table of them is ``builtins.registry.BUILTINS``, handed in through ``ExecContext``
+#: table of them is ``builtins.table.BUILTINS``, handed in through ``ExecContext``
 Builtin = Callable[["Interpreter", list[str]], "int | Awaitable[int]"]
 #: builtins whose prefix assignments persist (POSIX special builtins)
 SPECIAL_BUILTINS = frozenset(

@@ -1,2 +1,2 @@
 """The shell builtins (``echo``, ``set``, ``declare``, ``printf``, ``test`` ...), gathered in
-one table by ``registry``."""
+one table by ``table``."""
