@@ -1,4 +1,7 @@
-"""sandvisor's host side: supervisor, ledger, tool registry, scripted orchestration, CLI.
+"""sandvisor's host side, in rooms (docs/architecture.md): ``commands`` (the sandvisor
+command) over ``hosting`` (asyncio, sync) and ``cluster`` (Ray), over the two wings
+``scripted`` (the shell) and ``workers`` (the `Supervisor`), both over ``tools`` (the tool
+surface), with ``ledger`` below.
 
 Public names are imported lazily so that ``import supervisor.scripted`` does not pay for
 the worker supervisor, and the reverse.

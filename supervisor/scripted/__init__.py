@@ -1,5 +1,10 @@
 """Scripted tool orchestration: a logic-only bash interpreter with tools as builtins.
 
+Its rooms: ``syntax`` (the script text to a tree), ``shell`` (the tree run: interpreter,
+expansion, arithmetic, conditions, builtins), ``text_tools`` (jq, grep, sed, awk ...); the
+modules at this level are the API (`ScriptedTool`, `ScriptingToolSet`) and tools as
+commands. Tools are reached only through ``supervisor.tools``.
+
 Public names are imported lazily, so ``import supervisor.scripted`` stays cheap and
 pulls in the interpreter, ``jsonschema`` and ``jq`` only when they are used.
 """
