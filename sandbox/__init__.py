@@ -33,7 +33,8 @@ Running a worker from a trio supervisor::
 
 The pieces:
 
-- `SandboxPolicy` (frozen, validated; safe defaults) and `Bind` (explicit extra mounts).
+- `SandboxPolicy` (frozen, validated; safe defaults), `Bind` (explicit extra mounts) and
+  `NetworkAllowlist` (``network=[...]``: the host's proxy, `sandbox.netproxy`).
 - `Command` (argv + the binds, env and masks it needs); `worker_command` and
   `python_command` compute those for Python: the interpreter's prefix, the stdlib,
   ``msgspec``, ``worker_runtime`` and each adapter's top-level package under a synthetic
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     )
     from .handle import Sandbox
     from .launch import Command, LaunchPlan, prepare_launch
+    from .netproxy.policy import NetworkAllowlist
     from .policy import Bind, SandboxPolicy
     from .probe import ProbeReport
     from .pyworker import python_command, worker_command
@@ -98,6 +100,7 @@ __all__ = [
     "ContainmentError",
     "LaunchError",
     "LaunchPlan",
+    "NetworkAllowlist",
     "PolicyError",
     "ProbeReport",
     "RunResult",
@@ -129,6 +132,7 @@ _LAZY = {
     "Command": "launch",
     "LaunchPlan": "launch",
     "prepare_launch": "launch",
+    "NetworkAllowlist": "netproxy.policy",
     "ProbeReport": "probe",
     "python_command": "pyworker",
     "worker_command": "pyworker",

@@ -14,12 +14,17 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .errors import SandboxError
 from .policy import Bind, SandboxPolicy
 from .runner import RunResult
 from .runner import run as run_sandbox
 from .termination import EXIT_SANDBOX_FAILURE
+
+if TYPE_CHECKING:  # imported when a run has an allowlist: exec's start-up stays as it was
+    from .netproxy.events import NetEvent
+    from .netproxy.policy import NetworkAllowlist
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"(\d+)\s*([KMGT]?)(i?B)?\Z", re.IGNORECASE)
@@ -66,7 +71,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
     defaults = SandboxPolicy()
     parser.usage = "sandvisor exec [options] -- PROGRAM [ARGS...]"
     add = parser.add_argument
-    add("--network", action="store_true", help="share the host's network (off by default)")
+    net = parser.add_mutually_exclusive_group()
+    net.add_argument(
+        "--network", action="store_true", help="share the host's network (off by default)"
+    )
+    net.add_argument(
+        "--allow-net",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="reach this host (a name, *.domain, an address, or *; any port unless given) "
+        "through the host's proxy, nothing else (repeatable)",
+    )
+    add(
+        "--net-host",
+        action="append",
+        default=[],
+        metavar="NAME=ADDRESS",
+        help="with --allow-net: the proxy uses ADDRESS for NAME, without DNS (repeatable)",
+    )
+    add(
+        "--net-max-bytes",
+        type=parse_size,
+        default=argparse.SUPPRESS,
+        metavar="SIZE",
+        help="with --allow-net: bytes the run may move through the proxy, or none (64M)",
+    )
+    add(
+        "--net-max-connections",
+        type=_count,
+        default=argparse.SUPPRESS,
+        metavar="N",
+        help="with --allow-net: connections the run may open, or none (64)",
+    )
     add("--ro-bind", action="append", default=[], metavar="SRC[:DEST]", help="read-only bind")
     add("--bind", action="append", default=[], metavar="SRC[:DEST]", help="writable bind")
     add(
@@ -175,8 +212,26 @@ def build_policy(args: argparse.Namespace) -> SandboxPolicy:
         env[key] = value
     binds = [Bind.parse(s, writable=False) for s in args.ro_bind]
     binds += [Bind.parse(s, writable=True) for s in args.bind]
+    network: bool | NetworkAllowlist = args.network
+    if args.allow_net:
+        from .netproxy.policy import DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS, NetworkAllowlist
+
+        hosts = {}
+        for item in args.net_host:
+            name, eq, address = item.partition("=")
+            if not eq:
+                raise SandboxError(f"--net-host {item!r} is not NAME=ADDRESS")
+            hosts[name] = address
+        network = NetworkAllowlist(
+            tuple(args.allow_net),
+            max_connections=getattr(args, "net_max_connections", DEFAULT_MAX_CONNECTIONS),
+            max_bytes=getattr(args, "net_max_bytes", DEFAULT_MAX_BYTES),
+            hosts=hosts,
+        )
+    elif args.net_host or {"net_max_bytes", "net_max_connections"} & vars(args).keys():
+        raise SandboxError("--net-host, --net-max-bytes and --net-max-connections need --allow-net")
     return SandboxPolicy(
-        network=args.network,
+        network=network,
         env=env,
         binds=tuple(binds),
         tmpfs_bytes=args.tmpfs_size,
@@ -200,14 +255,31 @@ def _writer(stream: object) -> Callable[[bytes], None]:
     return write
 
 
-def _report(result: RunResult, target: str) -> None:
-    record = {
+def _network_log(events: list[NetEvent]) -> Callable[[NetEvent], None]:
+    """Keep every connection's event (for ``--report``); say each refusal on stderr."""
+
+    def heard(event: NetEvent) -> None:
+        events.append(event)
+        if not event.allowed:
+            target = f"{event.host}:{event.port}" if event.host is not None else "a connection"
+            line = f"sandvisor exec: network: refused {target} ({event.reason}): {event.detail}\n"
+            os.write(2, line.encode(errors="replace"))  # from the proxy's thread: one write
+
+    return heard
+
+
+def _report(result: RunResult, target: str, network: list[NetEvent]) -> None:
+    record: dict[str, object] = {
         **result.termination.to_json(),
         "exit_status": result.exit_status,
         "stdout_dropped": result.stdout_dropped,
         "stderr_dropped": result.stderr_dropped,
         "duration": round(result.duration, 6),
     }
+    if network:
+        import msgspec
+
+        record["network"] = [msgspec.to_builtins(event) for event in network]
     text = json.dumps(record) + "\n"
     if target == "-":
         sys.stderr.write(text)
@@ -236,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
         stdin_fd = 0
+    network: list[NetEvent] = []
     try:
         policy = build_policy(args)
         result = run_sandbox(
@@ -247,6 +320,7 @@ def run(args: argparse.Namespace) -> int:
             stdin_fd=stdin_fd,
             on_stdout=_writer(sys.stdout),
             on_stderr=_writer(sys.stderr),
+            on_network=_network_log(network),
         )
     except (SandboxError, ValueError) as exc:
         print(f"sandvisor exec: {exc}", file=sys.stderr)
@@ -264,5 +338,5 @@ def run(args: argparse.Namespace) -> int:
         hint = " (run `sandvisor doctor`)" if result.reason == "setup" else ""
         print(f"sandvisor exec: {result.termination.detail}{hint}", file=sys.stderr)
     if args.report:
-        _report(result, args.report)
+        _report(result, args.report, network)
     return result.exit_status

@@ -62,6 +62,9 @@ class Command:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     masks: tuple[str, ...] = ()  # paths hidden under an empty read-only tmpfs
     cwd: str = "/tmp"
+    #: The program starts the network forwarder itself (a worker: `worker_runtime`);
+    #: else, under a network allowlist, the launch puts the forwarder in front of it.
+    forwards_network: bool = False
 
     def __post_init__(self) -> None:
         argv = tuple(self.argv)
@@ -202,13 +205,17 @@ def prepare_launch(
     *,
     fds: Mapping[int, int] | None = None,
     layout: CgroupLayout | None = None,
+    network: str | None = None,
 ) -> LaunchPlan:
     """Check and allocate everything for one sandbox; nothing runs yet.
 
     ``fds`` maps child fd numbers (3 and up) to parent fds: ``{3: host_to_worker_read,
-    4: worker_to_host_write}`` for a worker (the parent keeps its fds).
+    4: worker_to_host_write}`` for a worker (the parent keeps its fds). ``network``: the
+    directory of this sandbox's proxy endpoint (`sandbox.netproxy.server.Endpoint`),
+    required by a policy with a network allowlist and refused without one.
     """
     require(policy)
+    command = _with_network(policy, command, network)
     fd_targets = dict(fds or {})
     for target, source in fd_targets.items():
         if not 3 <= target < 64:
@@ -263,7 +270,7 @@ def prepare_launch(
             own.append((fd, dest))
         numbers = {parent: first_own + i for i, (parent, _) in enumerate(own)}
 
-        mounts: list[MountOp] = list(system_mounts(policy.network))
+        mounts: list[MountOp] = list(system_mounts(policy.network is not False))
         # the fresh /etc files, before any bind: written into the root tmpfs, never into
         # a bound directory (a bind onto /etc/hosts then covers ours, as the policy said)
         mounts += [DataFile(numbers[fd], dest) for fd, dest in own if dest.startswith("/")]
@@ -292,7 +299,7 @@ def prepare_launch(
                 env={**policy.env, **command.env},
                 seccomp_fd=numbers[seccomp_read],
                 status_fd=numbers[status_write],
-                network=policy.network,
+                network=policy.network is True,
                 hostname=policy.hostname,
                 cwd=command.cwd,
                 argv0=lifeline.tag() if lease is not None else "",
@@ -337,6 +344,22 @@ def prepare_launch(
         if lease is not None:
             lease.release()
         raise
+
+
+def _with_network(policy: SandboxPolicy, command: Command, network: str | None) -> Command:
+    """The command with the proxy's endpoint and the forwarder, under an allowlist."""
+    if policy.allowlist is None:
+        if network is not None:
+            raise PolicyError("a proxy endpoint was given, but the policy has no network allowlist")
+        return command
+    if network is None:
+        raise PolicyError(
+            "this policy's network allowlist needs the host's proxy: launch it through a "
+            "Supervisor, sandbox.run or `sandvisor exec --allow-net`"
+        )
+    from .netproxy.plan import with_forwarder
+
+    return with_forwarder(command, network, forwards_itself=command.forwards_network)
 
 
 def _hand_over_program(seccomp_write: int) -> None:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .errors import PolicyError
+
+if TYPE_CHECKING:
+    from .netproxy.policy import NetworkAllowlist
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -106,6 +109,19 @@ class Bind:
         return cls(source, dest, writable)
 
 
+def _allowlist(network: object) -> NetworkAllowlist:
+    """``network=[...]`` as a `NetworkAllowlist` (imported only when a policy has one)."""
+    from .netproxy.policy import NetworkAllowlist
+
+    if isinstance(network, NetworkAllowlist):
+        return network
+    if isinstance(network, str) or not isinstance(network, Sequence):
+        raise PolicyError(
+            f"network must be False, True or a list of HOST[:PORT] patterns, not {network!r}"
+        )
+    return NetworkAllowlist(tuple(network))
+
+
 def _positive(name: str, value: int | None, minimum: int, allow_none: bool = True) -> None:
     if value is None:
         if not allow_none:
@@ -128,9 +144,13 @@ class SandboxPolicy:
     memory, the uid's ``RLIMIT_NPROC`` for processes: `sandbox.limits` says what that
     gives up, and so does every result, in ``Termination.weakened``). Where a cgroup can
     be had it is used either way.
+
+    ``network``: False (loopback only), True (the host's network namespace), or a list of
+    ``HOST[:PORT]`` patterns (or a `NetworkAllowlist`): loopback only, and the host's
+    proxy, offered on a loopback port, reaches what the patterns allow.
     """
 
-    network: bool = False
+    network: bool | NetworkAllowlist | Sequence[str] = False
     env: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ENV)
     binds: tuple[Bind, ...] = ()
     tmpfs_bytes: int = 64 * MiB
@@ -147,7 +167,7 @@ class SandboxPolicy:
 
     def __post_init__(self) -> None:
         if not isinstance(self.network, bool):
-            raise PolicyError(f"network must be a bool, not {self.network!r}")
+            object.__setattr__(self, "network", _allowlist(self.network))
         env = dict(self.env)
         for key, value in env.items():
             if not isinstance(key, str) or not _ENV_KEY.match(key):
@@ -185,6 +205,11 @@ class SandboxPolicy:
             _positive("sandbox_uid", self.sandbox_uid, 1)
             if self.sandbox_uid in _FORBIDDEN_UIDS or self.sandbox_uid >= 2**32 - 1:
                 raise PolicyError(f"sandbox_uid {self.sandbox_uid} is not allowed")
+
+    @property
+    def allowlist(self) -> NetworkAllowlist | None:
+        """The network allowlist (reached through the host's proxy), if the policy has one."""
+        return None if isinstance(self.network, bool) else self.network  # type: ignore[return-value]
 
     def replace(self, **changes: object) -> SandboxPolicy:
         """A copy with some fields changed (validated again)."""

@@ -20,6 +20,7 @@ import os
 import sys
 import sysconfig
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .errors import PolicyError
 from .launch import Command
@@ -126,6 +127,7 @@ def worker_command(adapters: Sequence[str], *, modules: Sequence[str] = ()) -> C
             raise PolicyError(f"adapter {spec!r} is not MODULE:ATTR")
         adapter_modules.append(module)
         args += ["--adapters", spec]
-    return python_command(
+    command = python_command(
         "worker_runtime", args, modules=(*WORKER_MODULES, *adapter_modules, *modules)
     )
+    return replace(command, forwards_network=True)  # it starts its network forwarder

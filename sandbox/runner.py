@@ -24,6 +24,7 @@ from .handle import Sandbox
 
 if TYPE_CHECKING:
     from .handle import Process
+    from .netproxy.events import NetEvent
 from .launch import Command, prepare_launch, warm_up
 from .policy import MiB, SandboxPolicy
 from .spawn import spawn
@@ -100,6 +101,7 @@ def run(
     on_stderr: Sink | None = None,
     fds: Mapping[int, int] | None = None,
     layout: CgroupLayout | None = None,
+    on_network: Callable[[NetEvent], None] | None = None,
 ) -> RunResult:
     """Run ``command`` in a fresh sandbox and tear it down; nothing of it survives.
 
@@ -107,6 +109,8 @@ def run(
     of being collected. ``stdin_fd`` hands the program an fd of ours as its stdin (instead
     of ``input`` or /dev/null). ``fds`` maps extra child fds (3 and up) to parent fds.
     ``layout``: the cgroup hierarchies to use (default: what this machine offers).
+    A policy with a network allowlist gets a proxy of its own for the run, on a thread of
+    its own; ``on_network`` hears each connection's `NetEvent` (from that thread).
     """
     if timeout is not None and timeout <= 0:
         raise ValueError("timeout must be positive")
@@ -114,19 +118,25 @@ def run(
         raise ValueError("give input or stdin_fd, not both")
     cmd = command if isinstance(command, Command) else Command(tuple(command))
     started = time.monotonic()
-    plan = prepare_launch(policy, cmd, fds=fds, layout=layout)
     stdin: int = subprocess.DEVNULL
     if input is not None:
         stdin = subprocess.PIPE
     elif stdin_fd is not None:
         stdin = stdin_fd
-    with spawn(plan, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as sandbox:
-        warm_up()  # the next sandbox's cgroups, while bwrap sets this one up
-        out = _Capped(stdout_cap, on_stdout)
-        err = _Capped(stderr_cap, on_stderr)
-        deadline = None if timeout is None else started + timeout
-        timed_out = _pump(sandbox, input or b"", out, err, deadline)
-        termination = sandbox.termination(timed_out=timed_out)
+    with contextlib.ExitStack() as proxy:
+        network = None
+        if policy.allowlist is not None:
+            from .netproxy.thread import ProxyThread
+
+            network = proxy.enter_context(ProxyThread(policy.allowlist, on_network)).directory
+        plan = prepare_launch(policy, cmd, fds=fds, layout=layout, network=network)
+        with spawn(plan, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as sandbox:
+            warm_up()  # the next sandbox's cgroups, while bwrap sets this one up
+            out = _Capped(stdout_cap, on_stdout)
+            err = _Capped(stderr_cap, on_stderr)
+            deadline = None if timeout is None else started + timeout
+            timed_out = _pump(sandbox, input or b"", out, err, deadline)
+            termination = sandbox.termination(timed_out=timed_out)
     return RunResult(
         termination=termination,
         stdout=b"".join(out.kept),

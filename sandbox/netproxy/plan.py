@@ -10,6 +10,8 @@ computes the `Command`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..launch import Command
 from ..policy import Bind
 from ..pyworker import SITE, python_command
@@ -37,10 +39,10 @@ def with_forwarder(command: Command, directory: str, *, forwards_itself: bool) -
         argv = (python.argv[0], "-I", "-S", FORWARDER, "--", *argv)
         masks = tuple(dict.fromkeys((*masks, *python.masks)))
     binds[SANDBOX_DIR] = Bind(directory, SANDBOX_DIR)
-    return Command(
+    return replace(
+        command,
         argv=argv,
         binds=tuple(binds.values()),
         env={**command.env, ENV_SOCKET: SANDBOX_SOCKET},
         masks=masks,
-        cwd=command.cwd,
     )

@@ -9,6 +9,7 @@ let sandboxes die once they idle out).
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from collections.abc import Sequence
 
@@ -89,14 +90,7 @@ class SandboxLauncher:
 
     def with_args(self, *extra: str) -> SandboxLauncher:
         """The same sandbox and program with more arguments (e.g. ``--describe``)."""
-        command = self.command
-        changed = Command(
-            argv=(*command.argv, *extra),
-            binds=command.binds,
-            env=command.env,
-            masks=command.masks,
-            cwd=command.cwd,
-        )
+        changed = dataclasses.replace(self.command, argv=(*self.command.argv, *extra))
         return SandboxLauncher(self.policy, changed, self._spawner)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,8 @@ import pytest
 from net_helpers import http_server
 from sandbox_helpers import PRELUDE, PYTHON, py_policy
 
-from sandbox.launch import Command
+from sandbox.errors import PolicyError
+from sandbox.launch import Command, prepare_launch
 from sandbox.netproxy import NetworkAllowlist
 from sandbox.netproxy.events import NetEvent
 from sandbox.netproxy.plan import SANDBOX_DIR, SANDBOX_SOCKET, with_forwarder
@@ -30,22 +32,21 @@ def server() -> Iterator[int]:
         yield port
 
 
-def run_with_proxy(
-    network: NetworkAllowlist, argv: list[str], *, close_first: bool = False
-) -> tuple[RunResult, list[NetEvent], str]:
-    """Run ``argv`` wrapped by the forwarder, with a proxy endpoint of its own."""
+def run_with_proxy(network: NetworkAllowlist, argv: list[str]) -> tuple[RunResult, list[NetEvent]]:
+    """Run ``argv`` in a sandbox whose policy has ``network`` (its own proxy, forwarder)."""
     events: list[NetEvent] = []
-    with ProxyThread(network, events.append) as endpoint:
-        command = with_forwarder(Command(tuple(argv)), endpoint.directory, forwards_itself=False)
-        if close_first:
-            os.unlink(endpoint.socket_path)
-        result = run(py_policy(), command, timeout=30)
-        directory = endpoint.directory
-    return result, events, directory
+    result = run(py_policy(network=network), argv, timeout=30, on_network=events.append)
+    return result, events
+
+
+def endpoints() -> set[str]:
+    """This process's proxy endpoints now (their directories in the temp dir)."""
+    prefix = f"sandvisor-net-{os.getpid()}-"
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith(prefix)}
 
 
 def run_py_with_proxy(network: NetworkAllowlist, code: str) -> tuple[Any, list[NetEvent]]:
-    result, events, _ = run_with_proxy(network, [PYTHON, "-S", "-c", PRELUDE + code])
+    result, events = run_with_proxy(network, [PYTHON, "-S", "-c", PRELUDE + code])
     assert result.reason == "exited" and result.termination.exit_code == 0, (
         result.termination,
         result.stderr.decode(errors="replace")[-3000:],
@@ -174,7 +175,7 @@ def test_curl_uses_the_proxy_unchanged(server: int) -> None:
     curl = shutil.which("curl")
     assert curl is not None
     url = f"http://web.test:{server}/4096"
-    result, events, _ = run_with_proxy(
+    result, events = run_with_proxy(
         network, ["/bin/sh", "-c", f"{curl} -sS {url} | wc -c; {curl} -sS -p {url} | wc -c;"
                   f" {curl} -sS -o /dev/null -w '%{{http_code}}' http://other.test/"]
     )  # fmt: skip
@@ -190,24 +191,43 @@ def test_curl_uses_the_proxy_unchanged(server: int) -> None:
 
 def test_each_sandbox_has_its_own_endpoint_gone_afterwards(server: int) -> None:
     network = NetworkAllowlist([f"web.test:{server}"], hosts={"web.test": "127.0.0.1"})
-    first = run_with_proxy(network, ["/bin/true"])
-    second = run_with_proxy(network, ["/bin/true"])
-    assert first[0].termination.exit_code == second[0].termination.exit_code == 0
-    assert first[2] != second[2]
-    assert not os.path.exists(first[2]) and not os.path.exists(second[2])
+    seen: list[set[str]] = []
+    code = f"""
+import urllib.request
+urllib.request.urlopen("http://web.test:{server}/1", timeout=10).read()
+out(1)
+"""
+    argv = [PYTHON, "-S", "-c", PRELUDE + code]
+    for _ in range(2):
+        result = run(py_policy(network=network), argv, timeout=30,
+                     on_network=lambda event: seen.append(endpoints()))  # fmt: skip
+        assert result.termination.exit_code == 0, result.stderr
+    first, second = seen
+    assert len(first) == len(second) == 1 and first != second  # one each, never the same
+    assert not endpoints()  # gone with the run
 
 
-def test_no_proxy_socket_no_launch(server: int) -> None:
-    network = NetworkAllowlist(["*"])
-    result, _, _ = run_with_proxy(network, ["/bin/echo", "ran"], close_first=True)
+def test_a_policy_with_an_allowlist_needs_the_proxy() -> None:
+    policy = py_policy(network=["web.test"])
+    with pytest.raises(PolicyError, match="needs the host's proxy"):
+        prepare_launch(policy, Command(("/bin/true",)))
+    with pytest.raises(PolicyError, match="no network allowlist"):
+        prepare_launch(py_policy(), Command(("/bin/true",)), network="/tmp")
+
+
+def test_no_proxy_socket_no_launch() -> None:
+    with ProxyThread(NetworkAllowlist(["*"])) as endpoint:
+        command = with_forwarder(Command(("/bin/echo", "ran")), endpoint.directory,
+                                 forwards_itself=False)  # fmt: skip
+        os.unlink(endpoint.socket_path)  # the proxy is not there: the program never runs
+        result = run(py_policy(), command, timeout=30)
     assert result.termination.exit_code == 125
     assert result.stdout == b""
     assert b"cannot start the relay" in result.stderr
     assert SANDBOX_SOCKET.encode() in result.stderr
 
 
-def test_a_program_that_cannot_run_is_reported(server: int) -> None:
-    network = NetworkAllowlist(["*"])
-    result, _, _ = run_with_proxy(network, ["/no/such/program"])
+def test_a_program_that_cannot_run_is_reported() -> None:
+    result, _ = run_with_proxy(NetworkAllowlist(["*"]), ["/no/such/program"])
     assert result.termination.exit_code == 127
     assert b"/no/such/program: command not found" in result.stderr

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from net_helpers import http_server
 from sandbox_helpers import sandvisor
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.cgroup]
@@ -93,3 +94,40 @@ def test_exec_per_process_limits_are_only_a_fallback(tmp_path: Path) -> None:
     p = sandvisor("exec", "--per-process-limits", "--report", str(report), "--", "true")
     # with cgroups here, the option changes nothing: nothing is given up
     assert p.returncode == 0 and json.loads(report.read_text())["weakened"] == []
+
+
+def test_exec_allow_net_reaches_what_it_allows_and_says_what_it_refused(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    code = (
+        "import urllib.request as u, urllib.error as e, sys\n"
+        "print(len(u.urlopen(sys.argv[1]).read()))\n"
+        "try: u.urlopen(sys.argv[2])\n"
+        "except e.HTTPError as x: print(x.code)\n"
+    )
+    with http_server() as port:
+        p = sandvisor(
+            "exec", "--allow-net", f"web.test:{port}", "--net-host", "web.test=127.0.0.1",
+            "--report", str(report), "--",
+            "python3", "-c", code, f"http://web.test:{port}/1234", f"http://denied.test:{port}/",
+        )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [b"1234", b"403"]
+    assert p.stderr.decode().splitlines() == [
+        f"sandvisor exec: network: refused denied.test:{port} (not_allowed): "
+        f"denied.test:{port} is not in the allowlist (web.test:{port})"
+    ]
+    events = json.loads(report.read_text())["network"]
+    assert sorted((e["host"], e["allowed"]) for e in events) == [
+        ("denied.test", False),
+        ("web.test", True),
+    ]
+
+
+def test_exec_allow_net_usage() -> None:
+    both = sandvisor("exec", "--network", "--allow-net", "a.test", "--", "/bin/true")
+    assert both.returncode == 2 and b"not allowed with argument" in both.stderr
+    alone = sandvisor("exec", "--net-host", "a.test=10.0.0.1", "--", "/bin/true")
+    assert alone.returncode == 125 and b"need --allow-net" in alone.stderr
+    bad = sandvisor("exec", "--allow-net", "a b", "--", "/bin/true")
+    assert bad.returncode == 125
+    assert bad.stderr.strip().count(b"\n") == 0 and b"'a b'" in bad.stderr
