@@ -77,6 +77,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .command import Command
     from .errors import (
         ContainmentError,
         LaunchError,
@@ -85,7 +86,7 @@ if TYPE_CHECKING:
         SandboxUnavailable,
     )
     from .handle import Sandbox
-    from .launch import Command, LaunchPlan, prepare_launch
+    from .launch import LaunchPlan, prepare_launch
     from .netproxy.policy import NetworkAllowlist
     from .policy import Bind, SandboxPolicy
     from .probe import ProbeReport
@@ -129,7 +130,7 @@ _LAZY = {
     "SandboxError": "errors",
     "SandboxUnavailable": "errors",
     "Sandbox": "handle",
-    "Command": "launch",
+    "Command": "command",
     "LaunchPlan": "launch",
     "prepare_launch": "launch",
     "NetworkAllowlist": "netproxy.policy",

@@ -20,8 +20,7 @@ import fcntl
 import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import Any
 
 from . import binds, cgroup_pool, lifeline
@@ -39,11 +38,12 @@ from .bwrap import (
 )
 from .cgroups import CgroupLayout, SandboxCgroup, detect_layout, limits_fix
 from .childsetup import STAGE, ChildSetup
+from .command import Command as Command  # re-exported: sandbox.launch.Command
 from .errors import LaunchError, PolicyError, SandboxUnavailable
 from .gate import bwrap_path, require
 from .layout import synthetic_etc, system_mounts
 from .limits import UidKind, enforce
-from .policy import Bind, SandboxPolicy, check_path, is_within
+from .policy import SandboxPolicy, is_within
 from .seccomp import build_filter
 from .termination import BwrapStatus
 
@@ -51,31 +51,6 @@ from .termination import BwrapStatus
 #: systemd hands to users and containers (<= 0x6FFFFFFF), below its foreign range.
 UID_BASE = 0x70000000
 UID_SPAN = 1 << 24
-
-
-@dataclass(frozen=True)
-class Command:
-    """What to run in the sandbox, and what it needs beyond the policy."""
-
-    argv: tuple[str, ...]
-    binds: tuple[Bind, ...] = ()
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    masks: tuple[str, ...] = ()  # paths hidden under an empty read-only tmpfs
-    cwd: str = "/tmp"
-    #: The program starts the network forwarder itself (a worker: `worker_runtime`);
-    #: else, under a network allowlist, the launch puts the forwarder in front of it.
-    forwards_network: bool = False
-
-    def __post_init__(self) -> None:
-        argv = tuple(self.argv)
-        if not argv or not all(isinstance(a, str) and "\0" not in a for a in argv):
-            raise PolicyError(f"command must be non-empty strings without NUL: {argv!r}")
-        object.__setattr__(self, "argv", argv)
-        object.__setattr__(self, "binds", tuple(self.binds))
-        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
-        for mask in self.masks:
-            check_path(mask, "mask")
-        check_path(self.cwd, "working directory")
 
 
 def allocate_uid(policy: SandboxPolicy) -> int:

@@ -22,8 +22,8 @@ import sysconfig
 from collections.abc import Sequence
 from dataclasses import replace
 
+from .command import Command
 from .errors import PolicyError
-from .launch import Command
 from .policy import Bind
 
 #: Where the selected packages appear inside the sandbox (the only PYTHONPATH entry).

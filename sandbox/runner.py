@@ -25,7 +25,8 @@ from .handle import Sandbox
 if TYPE_CHECKING:
     from .handle import Process
     from .netproxy.events import NetEvent
-from .launch import Command, prepare_launch, warm_up
+from .command import Command
+from .launch import prepare_launch, warm_up
 from .policy import MiB, SandboxPolicy
 from .spawn import spawn
 from .termination import Termination

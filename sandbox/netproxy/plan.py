@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..launch import Command
+from ..command import Command
 from ..policy import Bind
 from ..pyworker import SITE, python_command
 
