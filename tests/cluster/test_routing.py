@@ -1,0 +1,47 @@
+"""`supervisor.cluster.routing`: which node takes the next call (no Ray, no sandbox)."""
+
+from __future__ import annotations
+
+import pytest
+
+from supervisor.cluster.routing import Node, NoNode, Router
+
+NEEDS_RAY = False
+NEEDS_SANDBOX = False
+
+
+def nodes(count: int) -> list[Node[str]]:
+    return [Node(f"n{i}", f"actor{i}", f"node {i}") for i in range(count)]
+
+
+def test_calls_spread_over_nodes_by_calls_in_flight() -> None:
+    router = Router(nodes(3))
+    picked = []
+    for _ in range(6):
+        node = router.pick()
+        router.started(node)
+        picked.append(node.key)
+    assert sorted(picked) == ["n0", "n0", "n1", "n1", "n2", "n2"]
+    busy = router.nodes[1]
+    router.started(busy, 10)  # a batch of ten
+    for node in router.nodes:
+        if node is not busy:
+            router.ended(node, 2)
+    assert router.pick().key in ("n0", "n2") and busy.in_flight == 12
+
+
+def test_a_lost_node_is_passed_over_until_it_answers_and_a_dead_one_is_dropped() -> None:
+    router = Router(nodes(2))
+    first, second = router.nodes
+    router.failed(first, for_good=False)
+    assert first.suspect and all(router.pick() is second for _ in range(3))
+    router.started(second, 5)
+    assert router.pick() is second  # still: a suspect node takes calls only when alone
+    router.answered(first)
+    assert router.pick() is first
+    router.failed(second, for_good=True)
+    router.failed(first, for_good=False)
+    assert router.pick() is first  # the only live one: probe it, then use it
+    router.failed(first, for_good=True)
+    with pytest.raises(NoNode, match="dead"):
+        router.pick()
