@@ -666,8 +666,9 @@ class Expander(Variables):
             return ""
         val = v.value
         if whole and type(val) is dict:
-            items = val.items() if v.attrs & ASSOC else sorted(val.items())
-            return " ".join(f"{k} {quote_double(x)}" for k, x in items)
+            if v.attrs & ASSOC:  # bash ends an associative array's pairs with a space
+                return "".join(f"{k} {quote_double(x)} " for k, x in val.items())
+            return " ".join(f"{k} {quote_double(x)}" for k, x in sorted(val.items()))
         return quote_single(value or "")
 
 

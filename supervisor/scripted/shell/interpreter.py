@@ -528,11 +528,19 @@ class Interpreter(ControlMixin, Expander):
         self.funcnames.append(fn.name)
         self.call_lines.append(self.lineno)
         self.push_frame()
+        # a RETURN trap is not inherited: it fires for the function that set it
+        outer_return = self.traps.pop("RETURN", None) if self.traps else None
         try:
-            status = await _DISPATCH[type(fn.body)](self, fn.body)
-        except ReturnFromFunction as exc:
-            status = exc.status
+            try:
+                status = await _DISPATCH[type(fn.body)](self, fn.body)
+            except ReturnFromFunction as exc:
+                status = exc.status
+            if self.traps and "RETURN" in self.traps:
+                self.status = status
+                await self.run_seq(parse(at_line(self.traps["RETURN"], self.lineno)).body)
         finally:
+            if outer_return is not None:
+                self.traps.setdefault("RETURN", outer_return)
             self.pop_frame()
             self.funcnames.pop()
             self.lineno = self.call_lines.pop()  # back on the line of the call

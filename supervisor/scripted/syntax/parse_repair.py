@@ -110,7 +110,8 @@ def mask_expansions(
     of the ``!`` removed before a compound command, which the converter puts back.
 
     Also masked: a bracket expression whose first member is ``]`` (``[]]``, ``[^]]``,
-    ``[!]]``: a case pattern or a regex), and the ``<<<`` of a here-string on a brace
+    ``[!]]``: a case pattern or a regex), an extglob group (``*.@(js|css)``, ``!(x)``),
+    and the ``<<<`` of a here-string on a brace
     group or subshell (written ``<`` and recorded in ``herestrings``). Comments and
     here-document bodies are skipped, so an apostrophe in them changes nothing."""
     out = list(script)
@@ -164,6 +165,12 @@ def mask_expansions(
                     herestrings.add(len(script[:i].encode("utf-8", "surrogatepass")))
             i += 3
             continue
+        elif c in "@*?+!" and script.startswith("(", i + 1) and (i == 0 or script[i - 1] != "$"):
+            end = _match_close(script, i + 2, "(", ")")  # an extglob group: @(a|b) !(x)
+            if end > 0:
+                _blank(out, script, i, end + 1, None)
+                i = end + 1
+                continue
         elif c == "[" and _BRACKET_WITH_CLOSE.match(script, i):
             end = _bracket_end(script, i)
             if end > 0:

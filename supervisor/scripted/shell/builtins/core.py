@@ -388,20 +388,24 @@ def printenv(sh: Interpreter, args: list[str]) -> int:
 
 
 def trap(sh: Interpreter, args: list[str]) -> int:
-    if not args or args == ["-p"]:
+    if not args or args[0] == "-p":
+        wanted = {_signal_name(a) for a in args[1:]}
         for sig, handler in sh.traps.items():
-            sh.out.write(f"trap -- {quote_single(handler)} {sig}\n")
+            if not wanted or sig in wanted:
+                sh.out.write(f"trap -- {quote_single(handler)} {sig}\n")
         return 0
     if args[0] == "-l":
         sh.out.write(" 0) EXIT\n")
         return 0
+    if args[0] == "--":
+        args = args[1:]
+        if not args:
+            return 0
     handler, signals = args[0], args[1:]
     if not signals:
         signals, handler = [handler], "-"
     for sig in signals:
-        name = sig.upper().removeprefix("SIG")
-        if name in ("0", "EXIT"):
-            name = "EXIT"
+        name = _signal_name(sig)
         if handler == "-":
             sh.traps.pop(name, None)
         else:
@@ -409,6 +413,11 @@ def trap(sh: Interpreter, args: list[str]) -> int:
             if name == "ERR":
                 sh.err_trap_depth = sh.func_depth
     return 0
+
+
+def _signal_name(sig: str) -> str:
+    name = sig.upper().removeprefix("SIG")
+    return "EXIT" if name == "0" else name
 
 
 def wait(sh: Interpreter, args: list[str]) -> Awaitable[int] | int:

@@ -175,11 +175,22 @@ def _long_double(f: Fraction) -> decimal.Decimal:
 
 
 def _pad(text: str, flags: str, width: int | None) -> str:
-    if width is None or len(text) >= width:
+    """Pad to ``width`` bytes, as bash's printf counts (``%-8s`` of ``né`` adds 5)."""
+    if width is None:
         return text
-    if "-" in flags:
-        return text.ljust(width)
-    return text.rjust(width)
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogateescape"))
+    if size >= width:
+        return text
+    fill = " " * (width - size)
+    return text + fill if "-" in flags else fill + text
+
+
+def _cut(text: str, prec: int) -> str:
+    """The first ``prec`` bytes (a precision counts bytes; a cut character is kept as
+    its raw bytes)."""
+    if text.isascii():
+        return text[:prec]
+    return text.encode("utf-8", "surrogateescape")[:prec].decode("utf-8", "surrogateescape")
 
 
 def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Args) -> str:
@@ -239,7 +250,7 @@ def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Arg
     if spec == "s":
         s = a.next() or ""
         if prec is not None:
-            s = s[:prec]
+            s = _cut(s, prec)
         return _pad(s, flags, width)
     if spec == "q":
         return _pad(quote_printf(a.next() or ""), flags, width)
@@ -251,7 +262,7 @@ def _convert(spec: str, flags: str, width: int | None, prec: int | None, a: _Arg
             s, stop = s[:cut], True
         s = decode_ansi_c(re.sub(r"\\0([0-7]{0,3})", lambda m: "\\" + (m.group(1) or "0"), s))
         if prec is not None:
-            s = s[:prec]
+            s = _cut(s, prec)
         out = _pad(s, flags, width)
         if stop:
             raise _Stop(out)
