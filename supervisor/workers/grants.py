@@ -136,7 +136,9 @@ def parse_description(data: bytes) -> list[ToolSpec]:
     return tools
 
 
-async def describe(launcher: Launcher, timeout: float) -> list[ToolSpec]:
+async def describe(
+    launcher: Launcher, timeout: float, what: str = "the adapters"
+) -> list[ToolSpec]:
     """Run the describe command through ``launcher`` and parse what it writes to fd 4."""
     spawned, (to_worker, *host_ends) = await start_worker(launcher)
     os.close(to_worker)  # the describer reads nothing: EOF on its fd 3
@@ -155,12 +157,11 @@ async def describe(launcher: Launcher, timeout: float) -> list[ToolSpec]:
                         break
                 code = await spawned.wait()
         if scope.cancelled_caught:
-            raise DescribeError(f"describing the adapters took longer than {timeout} s")
+            raise DescribeError(f"describing {what} took longer than {timeout} s")
         if code != 0:
             detail = " | ".join(diagnostics.text().strip().splitlines()[-3:])
             raise DescribeError(
-                f"describing the adapters failed (exit status {code})"
-                + (f": {detail}" if detail else "")
+                f"describing {what} failed (exit status {code})" + (f": {detail}" if detail else "")
             )
         return parse_description(bytes(data))
     finally:

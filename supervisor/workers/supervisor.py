@@ -43,6 +43,7 @@ from supervisor.ledger.policy import check_id
 from supervisor.workers.call_audit import AuditHub, AuditStream, CallEvent
 from supervisor.workers.calls import CallHandle, ChunkCallback, SupervisedCall
 from supervisor.workers.grants import describe, grant_for, merge_policies
+from supervisor.workers.mcp_worker import MCP_CANCEL_GRACE, bridge_command, script_output
 from supervisor.workers.outcome import Outcome
 from supervisor.workers.pool import Pool, WorkerUnavailable
 from supervisor.workers.sandboxed import SandboxLauncher, program_command, python_worker_command
@@ -57,7 +58,7 @@ from supervisor.workers.tool_callbacks import (
 from supervisor.workers.tool_inputs import InputChecker
 from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE
 from worker_runtime.protocol.errors import Refused
-from worker_runtime.protocol.limits import MAX_SESSION_IDS
+from worker_runtime.protocol.limits import MAX_SESSION_IDS, is_id
 from worker_runtime.protocol.messages import (
     CancelledState,
     Failed,
@@ -105,11 +106,13 @@ class Supervisor:
         max_in_flight: int = 1,
         worker_argv: Sequence[str] | None = None,
         *,
+        mcp_server: Sequence[str] | None = None,
+        tool_prefix: str = "",
         tools: Sequence[ToolPolicy] = (),
         pool_min: int | None = None,
         max_calls_per_worker: int | None = None,
         acquire_timeout: float = 30.0,
-        cancel_grace: float = DEFAULT_CANCEL_GRACE,
+        cancel_grace: float | None = None,
         start_timeout: float = 10.0,
         session_lifetime: float | None = 3600.0,
         ping_interval: float | None = 30.0,
@@ -123,8 +126,16 @@ class Supervisor:
     ) -> None:
         if isinstance(adapters, str):
             adapters = [adapters]
-        if bool(adapters) == (worker_argv is not None):
-            raise ValueError("give exactly one of adapters=[...] or worker_argv=[...]")
+        if isinstance(mcp_server, str):
+            raise ValueError("mcp_server is the server's argv, a list of strings")
+        if sum((bool(adapters), worker_argv is not None, mcp_server is not None)) != 1:
+            raise ValueError(
+                "give exactly one of adapters=[...], worker_argv=[...] or mcp_server=[...]"
+            )
+        if tool_prefix and (mcp_server is None or not is_id(tool_prefix)):
+            raise ValueError("tool_prefix is for mcp_server, and must be an id ([a-z0-9._-])")
+        if cancel_grace is None:
+            cancel_grace = MCP_CANCEL_GRACE if mcp_server is not None else DEFAULT_CANCEL_GRACE
         if worker_argv is not None and not tools:
             raise ValueError("worker_argv needs tools=[ToolPolicy(...)] for what it serves")
         if not isinstance(pool_size, int) or pool_size < 1:
@@ -156,6 +167,8 @@ class Supervisor:
                 _check_seconds(name, maybe)
         self.adapters = list(adapters)
         self.worker_argv = None if worker_argv is None else list(worker_argv)
+        self.mcp_server = None if mcp_server is None else list(mcp_server)
+        self.tool_prefix = tool_prefix
         self.policy = policy if policy is not None else SandboxPolicy()
         self.pool_size = pool_size
         self.pool_min = pool_size if pool_min is None else pool_min
@@ -205,7 +218,8 @@ class Supervisor:
             launcher, describer = self._launchers(spawner)
             described = None
             if describer is not None:
-                described = await describe(describer, self.start_timeout)
+                what = "the MCP server" if self.mcp_server is not None else "the adapters"
+                described = await describe(describer, self.start_timeout, what)
             self._policies = merge_policies(described, self._tools)
             if not self._policies:
                 raise SupervisorError("the workers serve no tools")
@@ -286,6 +300,23 @@ class Supervisor:
         """The kind of worker: its launcher, and the one that describes its tools."""
         if self.worker_argv is not None:
             return SandboxLauncher(self.policy, program_command(self.worker_argv), spawner), None
+        if self.mcp_server is not None:
+            # the bridge's own bound comes first, so its one line says why
+            bound = max(0.5, min(self.start_timeout * 0.8, self.start_timeout - 1.5))
+
+            def bridge(describe: bool) -> SandboxLauncher:
+                assert self.mcp_server is not None
+                command = bridge_command(
+                    self.mcp_server,
+                    describe=describe,
+                    prefix=self.tool_prefix,
+                    start_timeout=bound,
+                    path=self.policy.env.get("PATH"),
+                    exclude=[b.dest for b in self.policy.binds],
+                )
+                return SandboxLauncher(self.policy, command, spawner)
+
+            return bridge(False), bridge(True)
         launcher = SandboxLauncher(self.policy, python_worker_command(self.adapters), spawner)
         return launcher, launcher.with_args("--describe")
 
@@ -348,6 +379,8 @@ class Supervisor:
         policy = self._policies.get(tool)
         if policy is None:
             raise ValueError(f"the supervisor has no tool {tool!r}")
+        if decode is None and self.mcp_server is not None:
+            decode = script_output  # an MCP tool's text answer prints as text
         invoke = from_any_loop(
             self.loop_token,
             lambda tool, value, deadline: self.invoke(tool, value, deadline=deadline),

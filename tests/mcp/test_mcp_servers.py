@@ -1,0 +1,167 @@
+"""Real MCP servers as sandboxed workers: `Supervisor(mcp_server=[...])`, each outcome,
+and what a hostile server can and cannot do from inside its sandbox."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from conftest import Servers
+
+from sandbox import SandboxPolicy
+from sandbox.policy import Bind
+from supervisor import Supervisor
+from supervisor.commands.scripted_bridge import add_sandboxed_tools
+from supervisor.scripted import ScriptedTool
+
+
+def mcp_supervisor(server: list[str], **kwargs: Any) -> Supervisor:
+    kwargs.setdefault("ping_interval", None)
+    kwargs.setdefault("start_timeout", 30.0)
+    return Supervisor(mcp_server=server, **kwargs)
+
+
+async def test_every_outcome_and_every_attack_of_the_hostile_server(servers: Servers) -> None:
+    async with mcp_supervisor(servers.hostile, pool_size=1) as sup:
+        spec = sup.specs["echo"]
+        assert spec.format == "json" and spec.description == "Echo the text back."
+        assert spec.schema is not None and spec.schema["required"] == ["text"]
+
+        out = await sup.invoke("echo", {"text": "hi"})
+        assert (out.status, out.value) == ("completed", {"result": "hi"})
+        out = await sup.invoke("structured", {"n": 3})
+        assert out.value == {"n": 3, "square": 9}
+        out = await sup.invoke("fail", {"text": "x"})
+        assert out.status == "failed" and out.error_code == "tool_error"
+        assert out.error is not None and "\x1b" not in out.error and "\x07" not in out.error
+
+        # the host refuses an input its schema does not allow, before any dispatch
+        with pytest.raises(Exception, match="schema"):
+            await sup.invoke("echo", {"wrong": 1})
+
+        # a server that answers a cancelled call: timed_out, cancelled, same server
+        first = sup.pool.sessions[0].id
+        out = await sup.invoke("slow", {"seconds": 30}, deadline=0.5)
+        assert out.status == "timed_out", out
+        handle = await sup.start("slow", {"seconds": 30})
+        await trio.sleep(0.3)
+        out = await handle.cancel()
+        assert out.status == "cancelled", out
+        assert sup.pool.sessions[0].id == first
+
+        # no model behind the sandbox: sampling is refused, clearly
+        out = await sup.invoke("sample", {"prompt": "hello"})
+        assert out.status == "failed" and "no model" in (out.error or "")
+
+        # host files, network, processes: contained
+        for path in ("/etc/shadow", str(Path.home() / ".bash_history"), os.path.abspath(".")):
+            out = await sup.invoke("read_host_file", {"path": path})
+            assert out.value["result"].startswith("denied"), (path, out.value)
+        out = await sup.invoke("open_network", {"host": "127.0.0.1", "port": 22})
+        assert out.value["result"].startswith("blocked")
+        out = await sup.invoke("fork_bomb", {}, deadline=20)
+        assert out.status == "completed" and "stopped after" in out.value["result"]
+        forks = int(out.value["result"].split()[2])
+        assert forks < (sup.policy.pids or 0)
+
+        # a progress flood: chunks stop at the stream grant, the call completes
+        chunks: list[str] = []
+        out = await sup.invoke("flood_progress", {"count": 2000}, on_chunk=chunks.append)
+        assert out.status == "completed" and 0 < len(chunks) <= 256
+        assert chunks[0].startswith('{"progress":1,"total":2000')
+
+        # a hang: killed at the deadline, indeterminate, the server replaced
+        out = await sup.invoke("hang", {"seconds": 60}, deadline=0.5)
+        assert (out.status, out.kill_reason) == ("indeterminate", "deadline")
+        out = await sup.invoke("echo", {"text": "again"})
+        assert out.status == "completed" and out.session_id != first
+
+        # protocol violations: fatal for that server, never for the host
+        for tool in ("forge_id", "huge_frame", "exit_now"):  # bad JSON: test_mcp_client
+            before = out.session_id
+            out = await sup.invoke(tool, {})
+            assert out.status == "indeterminate", (tool, out)
+            out = await sup.invoke("echo", {"text": tool})
+            assert out.status == "completed" and out.session_id != before
+        ended = "\n".join(s.stderr.text() for s in sup.pool.history)
+        assert "request 987654, which was never made" in ended
+        assert "over 4194304" in ended
+
+
+async def test_a_server_that_cannot_start_says_why_in_one_line(servers: Servers) -> None:
+    with pytest.raises(Exception) as failed:
+        async with mcp_supervisor([*servers.hostile, "--fail-start"]):
+            pass
+    message = str(failed.value)
+    assert "exited with status 1 before answering initialize" in message
+    assert "missing configuration file /etc/hostile.toml" in message
+    with pytest.raises(Exception, match="did not answer initialize"):
+        async with mcp_supervisor([*servers.hostile, "--silent-start"], start_timeout=4.0):
+            pass
+
+
+async def test_server_everything(servers: Servers) -> None:
+    async with mcp_supervisor(servers.everything, tool_prefix="everything.") as sup:
+        assert {"everything.echo", "everything.add", "everything.long-running-operation"} <= set(
+            sup.tools
+        )
+        assert sup.specs["everything.long-running-operation"].alias == "longRunningOperation"
+        out = await sup.invoke("everything.echo", {"message": "hi"})
+        assert out.value == {"text": "Echo: hi"}
+        out = await sup.invoke("everything.add", {"a": 2, "b": 3})
+        assert out.value == {"text": "The sum of 2 and 3 is 5."}
+        chunks: list[str] = []
+        out = await sup.invoke(
+            "everything.long-running-operation",
+            {"duration": 0.3, "steps": 3},
+            on_chunk=chunks.append,
+        )
+        assert out.status == "completed" and len(chunks) == 3
+        assert chunks[-1] == '{"progress":3,"total":3}'
+        out = await sup.invoke("everything.sample-llm", {"prompt": "hi"})
+        assert out.status == "failed" and "no model" in (out.error or "")
+        out = await sup.invoke("everything.get-tiny-image", {})
+        image = [b for b in out.value["content"] if b["type"] == "image"]
+        assert image and image[0]["mimeType"] == "image/png"
+        out = await sup.invoke("everything.print-env", {})
+        env = out.value["text"]
+        assert "HOME" in env and "SANDVISOR" not in env and "/root" not in env
+
+        # a script: the tools are commands with schema-driven flags
+        shop = ScriptedTool("shop")
+        add_sandboxed_tools(shop, sup.tools, sup.tool_callback, specs=sup.specs)
+        result = await shop.execute("everything.add --a 1 --b 2")
+        assert result.stdout == "The sum of 1 and 2 is 3.\n", result.stderr
+        result = await shop.execute("everything.add --a 1")
+        assert result.exit_code == 2 and "schema error" in result.stderr
+
+
+async def test_server_filesystem_sees_one_bound_directory(servers: Servers, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # the sandbox runs as a uid of its own
+    (shared / "note.txt").write_text("hello")
+    policy = SandboxPolicy(binds=(Bind(str(shared), writable=True),))
+    async with mcp_supervisor([*servers.filesystem, str(shared)], policy=policy) as sup:
+        out = await sup.invoke("read_text_file", {"path": str(shared / "note.txt")})
+        assert out.status == "completed" and "hello" in str(out.value)
+        out = await sup.invoke("write_file", {"path": str(shared / "new.txt"), "content": "x"})
+        assert out.status == "completed", out
+        assert (shared / "new.txt").read_text() == "x"
+        for path in ("/etc/shadow", str(shared / ".." / ".."), str(tmp_path / "outside.txt")):
+            out = await sup.invoke("write_file", {"path": path, "content": "pwned"})
+            assert out.status == "failed", (path, out)
+            out = await sup.invoke("read_text_file", {"path": path})
+            assert out.status == "failed", (path, out)
+        assert not (tmp_path / "outside.txt").exists()
+
+
+async def test_mcp_server_time(servers: Servers) -> None:
+    async with mcp_supervisor(servers.time) as sup:
+        out = await sup.invoke("get_current_time", {"timezone": "Europe/Paris"})
+        assert out.status == "completed" and out.value["timezone"] == "Europe/Paris"
+        out = await sup.invoke("get_current_time", {"timezone": "Not/AZone"})
+        assert out.status == "failed"
