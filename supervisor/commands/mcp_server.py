@@ -283,6 +283,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="deadline of each sandboxed call (default: the tool's)")  # fmt: skip
     add_scripted_options(parser)
     add_supervisor_options(parser, adapters_required=False)
+    from supervisor.commands.mcp_proxy import add_server_options
+
+    add_server_options(parser)
     parser.epilog = (
         "Exit status: 0 when the client closed the connection, 1 failed, 2 bad usage, "
         "125 cannot sandbox. Logs go to stderr."
@@ -302,6 +305,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.deadline is not None and not 0 < args.deadline < math.inf:
         return fail("mcp", "--deadline must be a positive number of seconds", EXIT_USAGE)
+    if args.server or args.server_command or args.bind or args.bind_ro or args.allow_net:
+        from supervisor.commands import mcp_proxy  # the --server mode: a module of its own
+
+        return mcp_proxy.run(args)
     try:
         scripted = scripted_for_cli(args)
     except ValueError as exc:
