@@ -62,8 +62,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--server serves one MCP server; it takes no --adapters, --scripted or --example"
     if args.allow_net:
         return (
-            "--allow-net needs the network allowlist proxy, which this build does not have "
-            "yet; the server would run with no network (give --network for the host's)"
+            "--allow-net needs the network allowlist in the sandbox policy, which is not "
+            "wired yet; the server would run with no network (--network gives it the host's)"
         )
     if not 0 < args.start_timeout < math.inf:
         return "--start-timeout must be a positive number of seconds"
