@@ -13,25 +13,15 @@ import fcntl
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from mcp_fixtures import Servers
 from sandbox_gate import mark_sandboxed, skip_without_sandbox
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CACHE = ROOT / ".cache" / "mcp-servers"
-
-
-@dataclass(frozen=True)
-class Servers:
-    """Commands of the installed servers (each a list of argv)."""
-
-    everything: list[str]
-    filesystem: list[str]
-    time: list[str]
-    hostile: list[str]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from conftest import Servers
 from hosting_helpers import child_env, read_audit
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import TextContent
+from mcp_fixtures import Servers
 
 
 @asynccontextmanager

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import trio
-from conftest import Servers
+from mcp_fixtures import Servers
 
 from sandbox import SandboxPolicy
 from sandbox.policy import Bind

@@ -1,0 +1,16 @@
+"""What the MCP server tests share (a module of its own: ``conftest`` is a name every test
+directory has, so a test importing from it could get another directory's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Servers:
+    """Commands of the installed servers (each a list of argv)."""
+
+    everything: list[str]
+    filesystem: list[str]
+    time: list[str]
+    hostile: list[str]
