@@ -448,9 +448,13 @@ def main(args: Sequence[str]) -> int:
     try:
         for fd in (opts.fd_in, opts.fd_out):  # no child inherits the protocol
             os.set_inheritable(fd, False)
+        if os.environ.get("SANDVISOR_NET_SOCKET"):  # a network allowlist: the server's
+            from .. import netforward  # way out is the host's proxy (its env says where)
+
+            netforward.start()
         guard_self()
     except OSError as exc:
-        print(f"sandvisor mcp bridge: cannot protect the bridge: {exc}", file=sys.stderr)
+        print(f"sandvisor mcp bridge: cannot start: {exc}", file=sys.stderr)
         return EXIT_BOOTSTRAP
     try:
         bridge = Bridge(opts)
