@@ -62,8 +62,9 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--server serves one MCP server; it takes no --adapters, --scripted or --example"
     if args.allow_net:
         return (
-            "--allow-net needs the network allowlist in the sandbox policy, which is not "
-            "wired yet; the server would run with no network (--network gives it the host's)"
+            "--allow-net is not served yet: the Supervisor does not run the allowlist's "
+            "proxy for its sandboxes; the server would run with no network (--network gives "
+            "it the host's)"
         )
     if not 0 < args.start_timeout < math.inf:
         return "--start-timeout must be a positive number of seconds"
