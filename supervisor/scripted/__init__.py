@@ -17,6 +17,9 @@ from supervisor._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     "ScriptedTool": "supervisor.scripted.scripted_tool",
+    "BuiltinContext": "supervisor.scripted.custom_builtins",
+    "BuiltinResult": "supervisor.scripted.custom_builtins",
+    "ToolArgs": "supervisor.tools.args",
     "ScriptingToolSet": "supervisor.scripted.toolset",
     "DiscoveryMode": "supervisor.scripted.toolset",
     "ScriptTool": "supervisor.scripted.toolset",
@@ -34,6 +37,8 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "BuiltinContext",
+    "BuiltinResult",
     "DiscoverTool",
     "DiscoveryMode",
     "ExecResult",
@@ -43,6 +48,7 @@ __all__ = [
     "ScriptTool",
     "ScriptedTool",
     "ScriptingToolSet",
+    "ToolArgs",
     "ToolDef",
     "ToolFailure",
     "ToolRegistry",
@@ -53,6 +59,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from supervisor.scripted.contract import ExecResult, ExecutionLimits
+    from supervisor.scripted.custom_builtins import BuiltinContext, BuiltinResult
     from supervisor.scripted.flags import FlagError, parse_flags, usage_from_schema
     from supervisor.scripted.scripted_tool import ScriptedTool
     from supervisor.scripted.toolset import (
@@ -61,6 +68,7 @@ if TYPE_CHECKING:
         ScriptingToolSet,
         ScriptTool,
     )
+    from supervisor.tools.args import ToolArgs
     from supervisor.tools.definition import ToolDef, ToolFailure
     from supervisor.tools.registry import ToolRegistry
     from supervisor.tools.trace import ExecutionTrace, TraceEntry

@@ -123,5 +123,5 @@ class ScriptRequest:
     #: ``echo`` replaces ``echo``). Text tools never override shell builtins.
     overrides: frozenset[str] = frozenset()
     #: A per-request wall deadline (``timeout_ms`` of a tool request): exit 124 with
-    #: ``bashkit: execution timed out after {secs:.1f}s``; None for no such deadline.
+    #: ``sandvisor: execution timed out after {secs:.1f}s``; None for no such deadline.
     request_timeout_seconds: float | None = None

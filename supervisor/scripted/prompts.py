@@ -1,8 +1,10 @@
 """The text a model and a host read about a tool set (reference-bashkit.md section 3.4).
 
-``system_prompt`` and ``description`` match bashkit 0.20.1 byte for byte; ``help`` keeps
-the structure of bashkit's markdown (``execute.rs build_help``) with the same wording.
-The input and output schemas are the ``ToolRequest``/``ToolResponse`` contract.
+``system_prompt`` is the design's: markdown with every tool's usage and input schema
+(bashkit 0.20.1's binding prints one paragraph of flag usage instead); the compact form
+is bashkit's. ``description`` matches bashkit 0.20.1 byte for byte; ``help`` keeps the
+structure of bashkit's markdown (``execute.rs build_help``) with the same wording. The
+input and output schemas are the ``ToolRequest``/``ToolResponse`` contract.
 """
 
 from __future__ import annotations
@@ -21,23 +23,60 @@ def description(tools: list[RegisteredTool]) -> str:
     return f"Compose tool callbacks through bash scripts: {names}"
 
 
-def system_prompt(name: str, tools: list[RegisteredTool], *, compact: bool) -> str:
-    """One paragraph: what the tool does, its commands, how to pass arguments."""
-    items = []
+def system_prompt(
+    name: str, tools: list[RegisteredTool], *, compact: bool, summary: str = ""
+) -> str:
+    """The text for the model. Full (the default): markdown with each tool's usage and
+    input schema, and usage tips. Compact: one paragraph of names and one-liners, the
+    schemas left to ``help`` at run time (large tool sets)."""
+    if compact:
+        items = [f"{t.definition.name} ({t.definition.description})" for t in tools]
+        return (
+            f"{name}: run bash scripts that orchestrate registered tool commands. "
+            f"Commands: {', '.join(items)}. "
+            "Pass args as --key value or --key=value. Shell logic and stdin pipelines are "
+            "available; filesystem primitives are unavailable. Use help/discover builtins for "
+            "runtime details."
+        )
+    parts = [f"# {name}\n\n"]
+    if summary:
+        parts.append(f"{summary}\n\n")
+    parts.append(_FULL_INTRO)
     for tool in tools:
         d = tool.definition
-        if compact:
-            items.append(f"{d.name} ({d.description})")
-            continue
         usage = usage_from_schema(tool.schema)
-        items.append(d.name if usage is None else f"{d.name} [{usage}]")
-    return (
-        f"{name}: run bash scripts that orchestrate registered tool commands. "
-        f"Commands: {', '.join(items)}. "
-        "Pass args as --key value or --key=value. Shell logic and stdin pipelines are "
-        "available; filesystem primitives are unavailable. Use help/discover builtins for "
-        "runtime details."
-    )
+        parts.append(f"### {d.name}\n\n{d.description}\n\n")
+        parts.append(
+            f"Usage: `{d.name}`\n\n" if usage is None else f"Usage: `{d.name} {usage}`\n\n"
+        )
+        if tool.schema:
+            parts.append(f"Input schema:\n\n```json\n{json.dumps(tool.schema)}\n```\n\n")
+    if not tools:
+        parts.append("(none registered)\n\n")
+    parts.append(_FULL_TIPS)
+    return "".join(parts)
+
+
+_FULL_INTRO = """Run a bash script that calls the tool commands below: one script can call many \
+tools, pipe their output through `jq`, loop, branch, and print the result you need.
+
+## Tool commands
+
+"""
+
+_FULL_TIPS = """## Usage tips
+
+- Pass arguments as `--key value` or `--key=value` (types follow the input schema; \
+arrays as `--tags a,b` or JSON, objects as JSON or `key=value` pairs). A tool's output is \
+its stdout, usually JSON: `get_user --id 1 | jq -r .name`.
+- Bash works as usual: variables, arrays, functions, `if`/`case`/loops, pipes, `$(...)`, \
+here-documents, `set -e`, and the text tools `jq grep sed awk sort uniq cut tr wc head \
+tail seq expr cat`.
+- There is no filesystem, network or process: file commands, redirections to files \
+(other than `/dev/null`) and paths are refused.
+- `help <tool>` prints a tool's usage, `help <tool> --json` its schema, `discover \
+--search <word>` finds tools.
+"""
 
 
 _PARAMETERS = """## Parameters

@@ -24,8 +24,9 @@ from typing import Any, Literal, TypeVar
 from supervisor._loop import in_event_loop
 from supervisor.scripted import prompts
 from supervisor.scripted.contract import ExecResult, ExecutionLimits, ScriptRequest
+from supervisor.scripted.custom_builtins import BuiltinCallback, builtin_command
 from supervisor.tools.context import RequestScope, current_request
-from supervisor.tools.definition import ToolCallback, ToolDef
+from supervisor.tools.definition import ToolCallback, ToolDef, check_command_name
 from supervisor.tools.registry import RegisteredTool, ToolRegistry
 from supervisor.tools.trace import ExecutionTrace, InvocationTrace
 
@@ -102,6 +103,7 @@ class ScriptedTool:
             raise ValueError("a ScriptedTool needs a non-empty name")
         self.name = name
         self.short_description = short_description or f"ScriptedTool: {name}"
+        self._summary = short_description or ""
         self.compact_prompt = compact_prompt
         self.limits = merge_limits(limits, max_commands, max_loop_iterations, timeout_seconds)
         if registry is None:
@@ -115,7 +117,8 @@ class ScriptedTool:
         self._env: dict[str, str] = {}
         for key, value in (env or {}).items():
             self.env(key, value)
-        self._table: tuple[int, dict[str, Any], frozenset[str]] | None = None
+        self._builtins: dict[str, BuiltinCallback] = {}
+        self._table: tuple[tuple[int, int], dict[str, Any], frozenset[str]] | None = None
         self._last_trace: ExecutionTrace | None = None
         self._lock = threading.Lock()
 
@@ -147,7 +150,23 @@ class ScriptedTool:
                 raise TypeError(f"{name}: add_tool needs a callback")
             definition = ToolDef(name, description, schema or {}, tuple(tags or ()), category)
             handler = callback
+        if definition.name in self._builtins:
+            raise ValueError(f"{definition.name!r} is already registered as a builtin")
         self._registry.register(definition, handler, dry_run=dry_run)
+
+    def builtin(self, name: str, callback: BuiltinCallback) -> None:
+        """Register a raw-argv builtin (bashkit's ``.builtin``): ``callback(ctx)`` gets a
+        ``BuiltinContext`` (``name``, ``argv`` unparsed, ``stdin``) and returns the stdout
+        string or a ``BuiltinResult``, sync or async. It overrides a shell builtin of
+        the same name; it may not take a tool's name, ``help`` or ``discover``."""
+        if not isinstance(name, str):
+            raise TypeError("builtin(name, callback): name is a str")
+        if not callable(callback):
+            raise TypeError(f"{name}: builtin needs a callable")
+        check_command_name(name)
+        if name in self._builtins or any(t.definition.name == name for t in self._tools()):
+            raise ValueError(f"{name!r} is already registered")
+        self._builtins[name] = callback
 
     def env(self, key: str, value: str) -> None:
         """Set a variable every later execution starts with."""
@@ -177,7 +196,11 @@ class ScriptedTool:
         return prompts.description(self._tools())
 
     def system_prompt(self) -> str:
-        return prompts.system_prompt(self.name, self._tools(), compact=self.compact_prompt)
+        """Markdown with every tool's usage and input schema, or with ``compact_prompt``
+        one paragraph of names and one-liners (schemas left to ``help`` at run time)."""
+        return prompts.system_prompt(
+            self.name, self._tools(), compact=self.compact_prompt, summary=self._summary
+        )
 
     def help(self) -> str:
         return prompts.help_markdown(self.name, self.version, self._tools())
@@ -227,15 +250,20 @@ class ScriptedTool:
         """The commands a script sees (text tools, help, discover, tools) and the names
         that override shell builtins; rebuilt only when tools were added."""
         cached = self._table
-        version = self._registry.version
+        version = (self._registry.version, len(self._builtins))
         if cached is not None and cached[0] == version:
             return cached[1], cached[2]
         from supervisor.scripted.text_tools import TEXT_COMMANDS
         from supervisor.scripted.tool_commands import command_table
 
         own = command_table(self._registry)
-        table = {**TEXT_COMMANDS, **own}
-        overrides = frozenset(own)
+        sanitize = self._registry.sanitize_errors
+        builtins = {
+            name: builtin_command(name, callback, sanitize)
+            for name, callback in self._builtins.items()
+        }
+        table = {**TEXT_COMMANDS, **builtins, **own}  # a tool, help or discover wins
+        overrides = frozenset(own) | frozenset(builtins)
         self._table = (version, table, overrides)
         return table, overrides
 

@@ -13,6 +13,7 @@ from supervisor._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     "ToolDef": "supervisor.tools.definition",
+    "ToolArgs": "supervisor.tools.args",
     "ToolCallback": "supervisor.tools.definition",
     "ToolFailure": "supervisor.tools.definition",
     "ToolCall": "supervisor.tools.definition",
@@ -47,6 +48,7 @@ __all__ = [
     "RegisteredTool",
     "RequestScope",
     "SchemaValidator",
+    "ToolArgs",
     "ToolCall",
     "ToolCallDecision",
     "ToolCallSurface",
@@ -60,6 +62,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from supervisor.tools.args import ToolArgs
     from supervisor.tools.context import (
         CallContext,
         CapabilityRevoked,

@@ -24,6 +24,16 @@ _DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 _UNCALLABLE = frozenset(" \t\n\r|&;<>()$`\"'\\*?[]#~{}=/!")
 #: The builtins every tool set provides; a tool of the same name could never be called.
 RESERVED_NAMES = frozenset({"help", "discover"})
+#: Words the shell parses before it looks a command up: reserved words, and the
+#: declaration builtins (``local x=$(...)`` is parsed as a declaration). A tool of one of
+#: these names could never run from a script.
+SHELL_WORDS = frozenset(
+    {
+        "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while",
+        "until", "do", "done", "in", "function", "time", "coproc", "{", "}", "!", "[[", "]]",
+        "local", "export", "declare", "readonly", "typeset",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +86,17 @@ def check_command_name(name: str) -> None:
     registry's dotted identifiers, as bashkit does)."""
     if not name or any(ch in _UNCALLABLE for ch in name):
         raise ValueError(f"tool name {name!r} cannot be called as a shell command")
+    check_reserved(name)
+
+
+def check_reserved(name: str) -> None:
     if name in RESERVED_NAMES:
         raise ValueError(f"tool name {name!r} is reserved for the builtin of that name")
+    if name in SHELL_WORDS:
+        raise ValueError(
+            f"tool name {name!r} is a shell keyword or declaration builtin: a script's"
+            f" `{name}` is parsed before any command is looked up, so the tool could never run"
+        )
 
 
 def check_dotted_name(name: str) -> None:
@@ -86,8 +105,7 @@ def check_dotted_name(name: str) -> None:
         raise ValueError(
             f"tool name {name!r} must be dot-separated identifiers ([A-Za-z_][A-Za-z0-9_]*)"
         )
-    if name in RESERVED_NAMES:
-        raise ValueError(f"tool name {name!r} is reserved for the builtin of that name")
+    check_reserved(name)
 
 
 def copy_schema(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:

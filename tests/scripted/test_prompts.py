@@ -47,17 +47,25 @@ def both(short: str | None = None) -> tuple[ScriptedTool, Any]:
     return ours, oracle
 
 
-def test_system_prompt_description_and_names_match_oracle() -> None:
+def test_system_prompt_is_markdown_with_usage_and_schemas() -> None:
+    ours, _ = both("Shop API")
+    prompt = ours.system_prompt()
+    assert prompt.startswith("# shop\n\nShop API\n\nRun a bash script that calls the tool")
+    assert "### get_user\n\nFetch user\n\nUsage: `get_user --id <integer>`\n\n" in prompt
+    assert (
+        'Input schema:\n\n```json\n{"type": "object", "properties": {"id": {"type": '
+        '"integer"}}}\n```\n\n'
+    ) in prompt
+    assert "### ping\n\nPing\n\nUsage: `ping`\n\n### configure" in prompt  # no schema
+    assert '"weird": {"enum": [1]}' in prompt  # enums and required fields reach the model
+    assert "--tags <json|a,b,c>" in prompt
+    assert prompt.endswith("its schema, `discover --search <word>` finds tools.\n")
+    assert "(none registered)" in ScriptedTool("e").system_prompt()
+    assert not both()[0].system_prompt().startswith("# shop\n\nScriptedTool")
+
+
+def test_description_and_names_match_oracle() -> None:
     ours, oracle = both()
-    assert ours.system_prompt() == oracle.system_prompt()
-    assert ours.system_prompt() == (
-        "shop: run bash scripts that orchestrate registered tool commands. Commands: "
-        "get_user [--id <integer>], ping, configure [--dry <boolean> --endpoints "
-        "<json|key=value...> --mode <null> --ratio <number> --server <json|key=value...> "
-        "--tags <json|a,b,c> --weird <value>]. Pass args as --key value or --key=value. "
-        "Shell logic and stdin pipelines are available; filesystem primitives are "
-        "unavailable. Use help/discover builtins for runtime details."
-    )
     assert ours.description() == oracle.description()
     assert (
         ours.description()
@@ -66,11 +74,6 @@ def test_system_prompt_description_and_names_match_oracle() -> None:
     assert ours.short_description == oracle.short_description == "ScriptedTool: shop"
     assert both("Shop API")[0].short_description == "Shop API"
     assert ours.name == "shop" and ours.tool_count() == 3
-    assert ScriptedTool("e").system_prompt() == (
-        "e: run bash scripts that orchestrate registered tool commands. Commands: . Pass args "
-        "as --key value or --key=value. Shell logic and stdin pipelines are available; "
-        "filesystem primitives are unavailable. Use help/discover builtins for runtime details."
-    )
 
 
 def test_schemas_match_oracle() -> None:
@@ -91,7 +94,12 @@ def test_compact_prompt_lists_descriptions() -> None:
     tool = ScriptedTool("shop", compact_prompt=True)
     tool.add_tool(ToolDef("get_user", "Fetch user", {"type": "object"}), noop)
     tool.add_tool("ping", "Ping", noop)
-    assert "Commands: get_user (Fetch user), ping (Ping)." in tool.system_prompt()
+    assert tool.system_prompt() == (
+        "shop: run bash scripts that orchestrate registered tool commands. Commands: "
+        "get_user (Fetch user), ping (Ping). Pass args as --key value or --key=value. "
+        "Shell logic and stdin pipelines are available; filesystem primitives are "
+        "unavailable. Use help/discover builtins for runtime details."
+    )
 
 
 def test_toolset_modes() -> None:
@@ -104,7 +112,7 @@ def test_toolset_modes() -> None:
     )
     (tool,) = exclusive.tools()
     assert exclusive.discovery_mode is DiscoveryMode.EXCLUSIVE
-    assert tool.name == "api" and "greet [--name <string>]" in tool.system_prompt()
+    assert tool.name == "api" and "`greet --name <string>`" in tool.system_prompt()
     assert tool.short_description == "ScriptingToolSet: api"
     assert tool.input_schema["required"] == ["commands"]
     assert tool.definition()["function"]["name"] == "api"

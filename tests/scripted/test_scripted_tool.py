@@ -228,7 +228,7 @@ def test_request_timeout_ms_aborts_with_124() -> None:
     result = tool.execute_request_sync({"commands": "echo a; slow; echo b", "timeout_ms": 50})
     assert (result.stdout, result.stderr, result.exit_code, result.error) == (
         "",
-        "bashkit: execution timed out after 0.1s\n",
+        "sandvisor: execution timed out after 0.1s\n",
         124,
         "timeout",
     )

@@ -269,7 +269,7 @@ def test_registry_works_under_asyncio() -> None:
 
 def test_names_and_registration_fail_closed() -> None:
     registry = ToolRegistry()
-    for bad in ("", "a-b", "1a", "a..b", "a.", "help", "discover", "a b"):
+    for bad in ("", "a-b", "1a", "a..b", "a.", "help", "discover", "a b", "local", "export"):
         with pytest.raises(ValueError):
             registry.register(ToolDef(bad, "x"), lambda p, s: "")
     registry.register(ToolDef("a.b_c.D9", "ok"), lambda p, s: "")

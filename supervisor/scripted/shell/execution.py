@@ -41,7 +41,7 @@ GRACE_MIN, GRACE_MAX = 0.05, 1.0
 
 _SHELL_VARS = {
     "HOME": "/home/sandbox",
-    "HOSTNAME": "bashkit-sandbox",
+    "HOSTNAME": "sandvisor",
     "HOSTTYPE": "x86_64",
     "MACHTYPE": "x86_64-pc-linux-gnu",
     "OSTYPE": "linux-gnu",
@@ -113,7 +113,7 @@ def _abort(message: str) -> ExecResult:
 def _timeout_result(seconds: float) -> ExecResult:
     return ExecResult(
         stdout="",
-        stderr=f"bashkit: execution timed out after {seconds:.1f}s\n",
+        stderr=f"sandvisor: execution timed out after {seconds:.1f}s\n",
         exit_code=124,
         error="timeout",
     )

@@ -145,7 +145,7 @@ async def test_request_timeout_gives_124() -> None:
 
     result = await run("echo partial; hang", {"hang": hang}, request_timeout=0.25)
     assert (result.stdout, result.exit_code, result.error) == ("", 124, "timeout")
-    assert result.stderr == "bashkit: execution timed out after 0.2s\n"
+    assert result.stderr == "sandvisor: execution timed out after 0.2s\n"
 
 
 async def test_request_timeout_holds_against_cpu_bound_script() -> None:
@@ -157,7 +157,7 @@ async def test_request_timeout_holds_against_cpu_bound_script() -> None:
         max_commands=10**9,
     )
     assert (result.exit_code, result.error) == (124, "timeout")
-    assert result.stderr == "bashkit: execution timed out after 0.2s\n"
+    assert result.stderr == "sandvisor: execution timed out after 0.2s\n"
 
 
 async def test_stdout_is_truncated_at_the_cap() -> None:

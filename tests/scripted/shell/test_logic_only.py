@@ -164,9 +164,7 @@ async def test_globbing_is_literal() -> None:
 
 async def test_sandbox_identity_variables() -> None:
     result = await run("echo $$ $HOME $PWD $BASH_VERSION $USER $HOSTNAME ${BASH_VERSINFO[0]}")
-    assert (
-        result.stdout == "1 /home/sandbox /home/user 5.2.15(1)-release sandbox bashkit-sandbox 5\n"
-    )
+    assert result.stdout == "1 /home/sandbox /home/user 5.2.15(1)-release sandbox sandvisor 5\n"
 
 
 async def test_env_prints_pwd_and_the_request_env() -> None:
