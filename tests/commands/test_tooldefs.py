@@ -28,7 +28,7 @@ def test_openai_chat_and_responses_shapes() -> None:
     assert set(function) == {"name", "description", "parameters"}
     assert function["name"] == "shop"
     assert function["parameters"] == prompts.request_schema()
-    assert "get_product [--id <integer>]" in function["description"]  # flags for the model
+    assert "`get_product --id <integer>`" in function["description"]  # flags for the model
     (flat,) = openai_tools(shop, api="responses")
     assert flat == {"type": "function", "name": "shop", "description": function["description"],
                     "parameters": function["parameters"], "strict": False}  # fmt: skip
