@@ -10,8 +10,9 @@ plain `CommandResult`. Otherwise the call waits the way its caller can afford:
 * elsewhere, in ``poll(2)``.
 
 Either way the wait ends at the deadline: the child is SIGKILLed and reaped (off the
-event loop: tearing down a 1 GiB process takes a tenth of a second), the pool starts a
-fresh one on the next call, and the command fails with ``jq: error: ...``, status 5.
+event loop, by a thread of the pool: tearing down a 1 GiB process takes a tenth of a
+second, which an awaiting script does not wait for), the pool starts a fresh one on the
+next call, and the command fails with ``jq: error: ...``, status 5.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import time
 from typing import TYPE_CHECKING
 
 import anyio
-import anyio.to_thread
 
 from supervisor.scripted.contract import CommandResult
 
@@ -159,11 +159,11 @@ class Call:
             await anyio.wait_readable(engine.rep_r)
 
     async def _discard_async(self) -> None:
-        """Kill and reap the engine on a worker thread (shielded: it must finish)."""
+        """Kill the engine now; the pool reaps it on a thread of its own, so that the
+        command ends at its deadline, not when a large child has been torn down."""
         engine, self.engine = self.engine, None
         if engine is not None:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.pool.discard, engine)
+            self.pool.discard_soon(engine)
 
     def abandon(self) -> None:
         """Kill the engine (if any) and free its slot: the call ends without its reply

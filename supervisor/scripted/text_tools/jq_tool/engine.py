@@ -126,6 +126,13 @@ class JqEngine:
         """SIGKILL and reap the child, close our fds (idempotent)."""
         self._shut()
 
+    def stop(self) -> None:
+        """SIGKILL the child now, without waiting for it to go (``kill`` reaps it): a
+        child of some hundred MB takes a tenth of a second to tear down."""
+        if not self.closed and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGKILL)
+
     def forget(self) -> None:
         """Close our fds and leave the child alone (a forked host's copy of the engine:
         the child belongs to the parent)."""

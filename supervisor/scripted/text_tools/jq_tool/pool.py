@@ -39,6 +39,7 @@ class JqEnginePool:
         self._busy: set[JqEngine] = set()
         self._starting = 0
         self._closed = False
+        self._reapers: set[threading.Thread] = set()
 
     # ------------------------------------------------------------------ the command
 
@@ -118,10 +119,26 @@ class JqEnginePool:
             self._busy.discard(engine)
             self._cond.notify()
 
-    def engines(self) -> list[int]:
-        """The pids of the live children (idle and busy)."""
+    def discard_soon(self, engine: JqEngine) -> None:
+        """Kill an engine now and reap it on a thread of the pool: the caller does not
+        wait for its memory to be torn down; its slot is free once it is reaped."""
+        engine.stop()
+        reaper = threading.Thread(target=self._reap, args=(engine,), name="jq-reap", daemon=True)
         with self._cond:
-            return [e.pid for e in (*self._idle, *self._busy) if e.alive()]
+            self._reapers.add(reaper)
+        reaper.start()
+
+    def _reap(self, engine: JqEngine) -> None:
+        try:
+            self.discard(engine)
+        finally:
+            with self._cond:
+                self._reapers.discard(threading.current_thread())
+
+    def engines(self) -> list[int]:
+        """The pids of the children not yet reaped (idle, busy, being reaped)."""
+        with self._cond:
+            return [e.pid for e in (*self._idle, *self._busy) if e.proc.poll() is None]
 
     def close(self) -> None:
         """Kill the idle children now, the busy ones when their call ends."""
@@ -131,6 +148,10 @@ class JqEnginePool:
             self._cond.notify_all()
         for engine in idle:
             engine.kill()
+        with self._cond:
+            reapers = list(self._reapers)
+        for reaper in reapers:
+            reaper.join()
 
     def forget(self) -> None:
         """In a forked child: close the inherited pipe ends, leave the processes alone
