@@ -17,6 +17,7 @@ execution ends with ``resource limit exceeded: memory limit exceeded (N bytes)``
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextvars import ContextVar
 
@@ -34,12 +35,19 @@ class MemoryLimit(LimitExceeded):
 class Budget:
     """The time and memory of one execution (shared by its subshells and jobs)."""
 
-    __slots__ = ("check_time", "held", "limit")
+    __slots__ = ("check_time", "held", "limit", "stop_at")
 
-    def __init__(self, check_time: Callable[[], None], limit: int) -> None:
+    def __init__(
+        self,
+        check_time: Callable[[], None],
+        limit: int,
+        stop_at: Callable[[], float] = lambda: float("inf"),
+    ) -> None:
         self.check_time = check_time
         self.limit = limit
         self.held = 0
+        #: when the execution stops (``time.monotonic``), for a wait that takes a timeout
+        self.stop_at = stop_at
 
     def charge(self, nbytes: int) -> None:
         """Bytes the script now holds (negative: released)."""
@@ -76,6 +84,16 @@ def check_time() -> None:
     budget = current_budget.get()
     if budget is not None:
         budget.check_time()
+
+
+def seconds_left() -> float | None:
+    """Seconds until the current execution stops (at least a millisecond); None outside
+    an execution or without a deadline."""
+    budget = current_budget.get()
+    if budget is None:
+        return None
+    left = budget.stop_at() - time.monotonic()
+    return None if left == float("inf") else max(left, 0.001)
 
 
 def need(nbytes: int) -> None:

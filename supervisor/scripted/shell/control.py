@@ -17,6 +17,7 @@ from ..errors import (
     LimitExceeded,
     ShellError,
 )
+from ..safe_regex import PatternError
 from ..syntax import ast as A
 from .arithmetic import ArithError, compile_arith
 from .conditions import binary_test, unary_test
@@ -302,7 +303,7 @@ class ControlMixin(Expander):
     def regex_match(self, text: str, ere: str) -> bool:
         try:
             rx = ere_regex(ere, bool(self.pattern_flags & NOCASE))
-        except Exception:
+        except (PatternError, ValueError, IndexError):
             raise ShellError(f"[[: invalid regular expression `{ere}'", 2) from None
         m = rx.search(text)
         if m is None:

@@ -177,7 +177,9 @@ async def _run_script(request: ScriptRequest) -> ExecResult:
     sh = Interpreter(ctx, out, err)
     init_shell(sh, request.env)
     token = execution_deadline.set(exec_deadline)
-    budget_token = current_budget.set(Budget(ctx.check_time, limits.max_memory_bytes))
+    budget_token = current_budget.set(
+        Budget(ctx.check_time, limits.max_memory_bytes, lambda: ctx.stop_at)
+    )
     status = 1
     abort: str | None = None
     timed_out = False

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from ..errors import LimitExceeded
-from ..safe_regex import SafePattern
+from ..safe_regex import SafePattern, compile_pattern
+
+Regex = re.Pattern[str] | SafePattern
 
 _CLASSES = {
     "alpha": "a-zA-Z",
@@ -152,10 +154,10 @@ def _glob(pat: str, i: int, stop: str, lazy: bool, ext: bool = True) -> tuple[st
 
 
 @lru_cache(maxsize=1024)
-def glob_regex(pattern: str, lazy: bool = False, flags: int = 0) -> SafePattern:
+def glob_regex(pattern: str, lazy: bool = False, flags: int = 0) -> Regex:
     """The regex of a shell pattern (not anchored; callers choose match/fullmatch)."""
     body, _ = _glob(pattern, 0, "", lazy, bool(flags & EXTGLOB))
-    return SafePattern(body, re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
+    return compile_pattern(body, re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
 
 
 def _plain(pattern: str, flags: int) -> bool:
@@ -175,10 +177,12 @@ _EXACT_LIMIT = 1024  # strings up to this size get exhaustive (exact) matching
 
 
 @lru_cache(maxsize=512)
-def _suffix_regex(pattern: str, longest: bool, flags: int) -> SafePattern:
+def _suffix_regex(pattern: str, longest: bool, flags: int) -> Regex:
     body, _ = _glob(pattern, 0, "", False, bool(flags & EXTGLOB))
     lead = ".*?" if longest else ".*"
-    return SafePattern(f"{lead}({body})\\Z", re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
+    return compile_pattern(
+        f"{lead}({body})\\Z", re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0)
+    )
 
 
 def remove_prefix(text: str, pattern: str, longest: bool, flags: int = 0) -> str:
@@ -259,7 +263,7 @@ def replace(
     return "".join(out)
 
 
-def _longest_at_or_after(rx: SafePattern, text: str, pos: int) -> tuple[int, int] | None:
+def _longest_at_or_after(rx: Regex, text: str, pos: int) -> tuple[int, int] | None:
     m = rx.search(text, pos)
     if m is None:
         return None
@@ -275,8 +279,9 @@ def _longest_at_or_after(rx: SafePattern, text: str, pos: int) -> tuple[int, int
 
 
 @lru_cache(maxsize=512)
-def ere_regex(ere: str, nocase: bool = False) -> SafePattern:
-    """Translate a POSIX extended regular expression (glibc flavour) to Python."""
+def ere_regex(ere: str, nocase: bool = False) -> Regex:
+    """Translate a POSIX extended regular expression (glibc flavour) and compile it for
+    POSIX's leftmost-longest match."""
     out: list[str] = []
     i, n = 0, len(ere)
     while i < n:
@@ -320,7 +325,7 @@ def ere_regex(ere: str, nocase: bool = False) -> SafePattern:
         else:
             out.append(c)
         i += 1
-    return SafePattern("".join(out), re.DOTALL | (re.IGNORECASE if nocase else 0))
+    return compile_pattern("".join(out), re.DOTALL | (re.IGNORECASE if nocase else 0), longest=True)
 
 
 def _bracket_ere(ere: str, i: int) -> tuple[str, int] | None:

@@ -25,7 +25,7 @@ from .common import (
     to_bytes,
     usage_result,
 )
-from .posix_regex import MatchLike, Regex, RegexError, compile_source, is_nested, translate
+from .posix_regex import MatchLike, Regex, RegexError, compile_source, translate
 
 _SPEC = OptionSpec(
     [
@@ -200,7 +200,6 @@ class _Version(Exception):
 def _compile(s: _Settings) -> Callable[[str, int], MatchLike | None]:
     """A search function ``(line, pos) -> match`` for all the patterns together."""
     sources: list[str] = []
-    guarded = s.syntax == "P"  # Perl syntax: let the guard look at every pattern
     for pattern in s.patterns:
         if s.syntax == "F":
             source = re.escape(pattern)
@@ -212,20 +211,20 @@ def _compile(s: _Settings) -> Callable[[str, int], MatchLike | None]:
             source = pattern
         else:
             source = translate(pattern, ere=s.syntax == "E", dialect="grep")
-            guarded = guarded or is_nested(pattern, ere=s.syntax == "E", dialect="grep")
         if s.word:
             source = rf"(?<!\w)(?:{source})(?!\w)"
         sources.append(source)
     if s.line:
         sources = [rf"(?:{src})\Z" for src in sources]
+    longest = s.syntax != "P"  # POSIX's leftmost-longest; Perl's leftmost-first
     # Patterns with back-references keep their own group numbers: search each.
     if len(sources) == 1 or not any(re.search(r"\\\d|\(\?P=", src) for src in sources):
         combined = sources[0] if len(sources) == 1 else "|".join(f"(?:{x})" for x in sources)
-        regex = compile_source(combined, icase=s.icase, guarded=guarded)
+        regex = compile_source(combined, icase=s.icase, longest=longest)
         if s.line:
             return lambda text, pos: regex.match(text, pos)
         return regex.search
-    regexes: list[Regex] = [compile_source(src, icase=s.icase, guarded=guarded) for src in sources]
+    regexes: list[Regex] = [compile_source(src, icase=s.icase, longest=longest) for src in sources]
 
     def search(text: str, pos: int) -> MatchLike | None:
         best: MatchLike | None = None

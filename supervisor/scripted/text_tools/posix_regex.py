@@ -1,16 +1,12 @@
-"""POSIX regular expressions (BRE and ERE, with the GNU extensions) translated to ``re``.
+"""POSIX regular expressions (BRE and ERE, with the GNU extensions) translated to ``re``
+syntax, then compiled for the engine that keeps the execution's deadline.
 
 grep, sed, expr and awk take their patterns from the script, in POSIX syntax; Python's
 ``re`` differs in what is special (BRE's ``\\(``, ``\\{``; ERE's literal ``{``; anchors
 that are literal in the middle of a BRE; backslash inside brackets; ``[:alpha:]``).
-``translate`` rewrites one into the other; ``compile_posix`` caches the compiled result.
-
-Two differences remain and are documented: POSIX picks the leftmost-*longest* match of an
-alternation while ``re`` picks the leftmost-first, and ``re`` backtracks. The guard against
-catastrophic backtracking spots the classic shape while translating, an unbounded
-repetition of a group that itself repeats without bound and has no fixed literal to anchor
-each round (``(a+)+``, ``(\\w+\\s*)*``; ``([0-9]+\\.)+`` passes), and such a pattern runs
-on the language core's linear-time matcher (``supervisor.scripted.safe_regex``) instead.
+``translate`` rewrites one into the other; ``compile_posix`` caches the compiled result,
+which ``safe_regex`` runs on ``re`` (plain patterns), RE2 (linear time, POSIX's
+leftmost-longest match) or a backtracking engine under the deadline (backreferences).
 """
 
 from __future__ import annotations
@@ -18,8 +14,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+
+from ..safe_regex import MatchLike, PatternError, SafePattern, compile_pattern
+
+__all__ = ["MatchLike", "Regex", "RegexError", "compile_posix", "compile_source", "translate"]
 
 
 class RegexError(Exception):
@@ -77,13 +76,9 @@ def _class_char(ch: str) -> str:
 
 @dataclass(slots=True)
 class _Frame:
-    """What the guard knows about one group while its body is translated."""
+    """One open group: where its text starts in the output."""
 
     start: int
-    unbounded_inside: bool = False
-    fixed_literals: int = 0
-    alternation: bool = False
-    pieces: list[str] = field(default_factory=list)
 
 
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
@@ -97,74 +92,57 @@ class _Translator:
         self.multiline = multiline
         self.out: list[str] = []
         self.frames: list[_Frame] = [_Frame(0)]
-        # The last atom: its index in ``out`` and, for a group, its frame.
+        # The last atom: its index in ``out``, and whether it has a quantifier.
         self.atom_at = -1
-        self.atom_frame: _Frame | None = None
-        self.atom_literal = False
         self.atom_quantified = False
         self.groups = 0
-        self.nested = False
 
     # -- helpers
-    def emit_atom(self, text: str, *, literal: bool = False, frame: _Frame | None = None) -> None:
+    def emit_atom(self, text: str) -> None:
         self.atom_at = len(self.out)
         self.out.append(text)
-        self.atom_frame = frame
-        self.atom_literal = literal
         self.atom_quantified = False
-        if literal:
-            self.frames[-1].fixed_literals += 1
 
     def emit_anchor(self, text: str) -> None:
         self.out.append(text)
         self.atom_at = -1
 
     def literal(self, ch: str) -> None:
-        self.emit_atom(re.escape(ch), literal=True)
+        self.emit_atom(re.escape(ch))
 
     def at_expression_start(self) -> bool:
         """True where BRE's ``*`` is literal and ``^`` is an anchor."""
         return self.atom_at < 0 and (not self.out or self.out[-1] in ("(", "|", "^", "(?m:^)"))
 
     # -- quantifiers
-    def quantify(self, text: str, unbounded: bool) -> None:
+    def quantify(self, text: str) -> None:
         if self.atom_at < 0:
             raise RegexError("Invalid preceding regular expression")
-        frame = self.frames[-1]
-        inner = self.atom_frame
-        if (
-            unbounded
-            and inner is not None
-            and inner.unbounded_inside
-            and (inner.fixed_literals == 0 or inner.alternation)
-        ):
-            self.nested = True
         if self.atom_quantified:
             # POSIX allows ``a**``; re does not: wrap what is there.
             self.out[self.atom_at :] = ["(?:" + "".join(self.out[self.atom_at :]) + ")"]
-        if self.atom_literal and not self.atom_quantified:
-            frame.fixed_literals -= 1
-        if unbounded:
-            frame.unbounded_inside = True
         self.out.append(text)
         self.atom_quantified = True
 
-    def interval(self, body: str) -> tuple[str, bool] | None:
+    def interval(self, body: str) -> str | None:
         """``m``, ``m,``, ``m,n`` or ``,n`` as an re quantifier, or None if malformed."""
         m = re.fullmatch(r"(\d*)(,?)(\d*)", body)
         if m is None or (not m.group(1) and not m.group(2)):
             return None
+        if len(m.group(1)) > 6 or len(m.group(3)) > 6:
+            raise RegexError("Regular expression too big")
         low = int(m.group(1)) if m.group(1) else 0
         if not m.group(2):
-            return f"{{{low}}}", False
-        if not m.group(3):
-            return f"{{{low},}}", True
-        high = int(m.group(3))
+            high = low
+        elif not m.group(3):
+            return f"{{{low},}}"
+        else:
+            high = int(m.group(3))
         if high < low:
             raise RegexError("Invalid content of \\{\\}")
         if high > 32767:
             raise RegexError("Regular expression too big")
-        return f"{{{low},{high}}}", False
+        return f"{{{low}}}" if high == low and not m.group(2) else f"{{{low},{high}}}"
 
     # -- groups
     def open_group(self) -> None:
@@ -181,16 +159,10 @@ class _Translator:
             raise RegexError("Unmatched ) or \\)")
         frame = self.frames.pop()
         self.out.append(")")
-        parent = self.frames[-1]
-        parent.unbounded_inside = parent.unbounded_inside or frame.unbounded_inside
-        parent.fixed_literals += frame.fixed_literals
         self.atom_at = frame.start
-        self.atom_frame = frame
-        self.atom_literal = False
         self.atom_quantified = False
 
     def alternate(self) -> None:
-        self.frames[-1].alternation = True
         self.out.append("|")
         self.atom_at = -1
 
@@ -219,7 +191,7 @@ class _Translator:
                         self.literal("*")
                     # GNU ERE: a leading "*" repeats nothing and is ignored.
                 else:
-                    self.quantify("*", True)
+                    self.quantify("*")
                 continue
             if c == "^":
                 if self.ere or self.at_expression_start():
@@ -238,7 +210,7 @@ class _Translator:
                     if self.atom_at < 0:
                         self.literal(c)
                     else:
-                        self.quantify(c, c == "+")
+                        self.quantify(c)
                     continue
                 if c == "{":
                     close = p.find("}", i)
@@ -246,7 +218,7 @@ class _Translator:
                     if spec is None or self.atom_at < 0:
                         self.literal("{")
                         continue
-                    self.quantify(spec[0], spec[1])
+                    self.quantify(spec)
                     i = close + 1
                     continue
                 if c == "(":
@@ -288,13 +260,13 @@ class _Translator:
                     raise RegexError("Invalid content of \\{\\}")
                 if self.atom_at < 0:
                     raise RegexError("Invalid preceding regular expression")
-                self.quantify(spec[0], spec[1])
+                self.quantify(spec)
                 return close + 2
             if c in "+?" and self.dialect != "expr":
                 if self.atom_at < 0:
                     self.literal(c)
                 else:
-                    self.quantify(c, c == "+")
+                    self.quantify(c)
                 return i
         if c.isdigit() and c != "0":
             if int(c) > self.groups:
@@ -425,77 +397,8 @@ def translate(pattern: str, *, ere: bool, dialect: str = "grep", multiline: bool
     return _Translator(pattern, ere, dialect, multiline).run()
 
 
-def is_nested(pattern: str, *, ere: bool, dialect: str = "grep") -> bool:
-    """Whether the pattern has the nested-repetition shape ``re`` may take exponential
-    time on (see the module docstring)."""
-    translator = _Translator(pattern, ere, dialect, False)
-    translator.run()
-    return translator.nested
-
-
-class _VMMatch:
-    """A linear-matcher result with the ``re.Match`` methods the tools call."""
-
-    __slots__ = ("_m",)
-
-    def __init__(self, m: Any) -> None:
-        self._m = m
-
-    def start(self, group: int = 0, /) -> int:
-        return int(self._m.start(group))
-
-    def end(self, group: int = 0, /) -> int:
-        return int(self._m.end(group))
-
-    def span(self, group: int = 0, /) -> tuple[int, int]:
-        return self.start(group), self.end(group)
-
-    def group(self, group: int = 0, /) -> str | Any:
-        if self.start(group) < 0:
-            return None
-        return self._m.group(group)
-
-
-#: A match of either engine; a compiled pattern of either engine.
-MatchLike = re.Match[str] | _VMMatch
-
-
-class GuardedRegex:
-    """A pattern with nested repetition, run by ``safe_regex.SafePattern``: ``re`` while
-    that is cheap for the text, the Pike VM (linear time, deadline-checked) otherwise."""
-
-    def __init__(self, source: str, flags: int) -> None:
-        from supervisor.scripted.safe_regex import SafePattern
-
-        self._safe = SafePattern(source, flags)
-        self._re = re.compile(source, flags)
-
-    @property
-    def groups(self) -> int:
-        return self._re.groups
-
-    @property
-    def pattern(self) -> str:
-        return self._re.pattern
-
-    def _wrap(self, m: Any) -> MatchLike | None:
-        if m is None:
-            return None
-        if isinstance(m, re.Match):
-            return m
-        return _VMMatch(m)
-
-    def search(self, string: str, pos: int = 0, /) -> MatchLike | None:
-        return self._wrap(self._safe.search(string, pos))
-
-    def match(self, string: str, pos: int = 0, /) -> MatchLike | None:
-        return self._wrap(self._safe.match(string, pos))
-
-    def fullmatch(self, string: str, pos: int = 0, /) -> MatchLike | None:
-        return self._wrap(self._safe.fullmatch(string, pos))
-
-
-Regex = re.Pattern[str] | GuardedRegex
+#: A compiled pattern of any engine, and a match of any engine.
+Regex = re.Pattern[str] | SafePattern
 
 
 def finditer(regex: Regex, text: str) -> Iterator[MatchLike]:
@@ -535,19 +438,17 @@ def compile_posix(
     multiline: bool = False,
 ) -> Regex:
     """Translate and compile, cached: scripts call the same pattern in loops."""
-    translator = _Translator(pattern, ere, dialect, multiline)
-    source = translator.run()
-    return compile_source(source, icase=icase, guarded=translator.nested)
+    return compile_source(
+        translate(pattern, ere=ere, dialect=dialect, multiline=multiline), icase=icase
+    )
 
 
-def compile_source(source: str, *, icase: bool = False, guarded: bool = False) -> Regex:
-    """An ``re`` source (translated, or ``grep -P``'s) compiled, guarded if need be."""
+def compile_source(source: str, *, icase: bool = False, longest: bool = True) -> Regex:
+    """An ``re`` source (translated, or ``grep -P``'s) compiled for the engine that keeps
+    the deadline (``safe_regex``); POSIX's leftmost-longest match unless ``longest`` is
+    False (Perl's leftmost-first, for ``-P``)."""
     flags = re.DOTALL | (re.IGNORECASE if icase else 0)
     try:
-        if guarded:
-            return GuardedRegex(source, flags)
-        return re.compile(source, flags)
-    except re.error as exc:
+        return compile_pattern(source, flags, longest=longest)
+    except PatternError as exc:
         raise RegexError(str(exc)) from exc
-    except RecursionError as exc:  # pragma: no cover
-        raise RegexError("Regular expression too big") from exc

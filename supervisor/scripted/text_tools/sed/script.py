@@ -112,13 +112,21 @@ class _Parser:
 
     # -- pieces
     def delimited(self, delim: str, *, regex: bool) -> str:
-        """Text up to an unescaped ``delim``; ``\\delim`` stands for the delimiter."""
+        """Text up to an unescaped ``delim``; ``\\delim`` stands for the delimiter. In a
+        regex, a bracket expression is taken whole, as GNU does: the delimiter does not
+        end it and a backslash there is itself (``[\\/&]`` holds ``\\``, ``/`` and ``&``)."""
         out: list[str] = []
         s = self.s
         while True:
             if self.i >= len(s):
                 raise SedError("")
             c = s[self.i]
+            if c == "[" and regex:
+                end = _bracket_end(s, self.i)
+                if end > 0:
+                    out.append(s[self.i : end])
+                    self.i = end
+                    continue
             if c == "\\" and self.i + 1 < len(s):
                 nxt = s[self.i + 1]
                 self.i += 2
@@ -485,3 +493,27 @@ def parse_script(script: str, ere: bool) -> list[Command]:
                 except RegexError as exc:
                     raise SedError(f"-e expression #1, char 0: {exc}") from None
     return commands
+
+
+def _bracket_end(s: str, i: int) -> int:
+    """The index after the bracket expression opening at ``s[i]``, or -1 if it does not
+    close on this line."""
+    j = i + 1
+    if s.startswith("^", j):
+        j += 1
+    if s.startswith("]", j):
+        j += 1
+    while j < len(s):
+        c = s[j]
+        if c == "\n":
+            return -1
+        if c == "[" and s[j + 1 : j + 2] in (":", "=", "."):
+            close = s.find(s[j + 1] + "]", j + 2)
+            if close < 0:
+                return -1
+            j = close + 2
+            continue
+        if c == "]":
+            return j + 1
+        j += 1
+    return -1
