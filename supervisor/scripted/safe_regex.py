@@ -13,15 +13,14 @@ syntax) is compiled here, for one of three engines:
   match when ``longest`` (``[0-9]+|[0-9]+\\.[0-9]+`` on ``15.50`` is ``15.50``).
 * The ``regex`` module, a backtracking engine, for what RE2 cannot do (backreferences,
   lookaround, a program past RE2's cap, a text RE2 cannot read), with its ``timeout``
-  set to what is left of the execution's time: it measures process CPU time, which
-  reaches the wall-clock deadline no earlier than the clock does, and a timeout before
-  the deadline (other threads' time) retries with what is left. Its ``POSIX`` flag gives
-  leftmost-longest matches.
+  bounding each call by CPU time in slices that fit the execution's wall-clock deadline
+  (see ``SafePattern._slow``). Its ``POSIX`` flag gives leftmost-longest matches.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import regex
@@ -67,6 +66,10 @@ def is_plain(source: str) -> bool:
 MatchLike = re.Match[str] | Re2Match
 
 
+#: the backtracking engine's first slice of CPU time, in seconds
+_FIRST_SLICE = 0.01
+
+
 class SafePattern:
     """A compiled pattern on RE2, with the ``regex`` module (deadline as timeout) for what
     RE2 cannot take. The API is the part of ``re.Pattern`` the shell and the tools use."""
@@ -95,15 +98,27 @@ class SafePattern:
         return self._fallback
 
     def _slow(self, how: str, text: str, pos: int, endpos: int | None) -> MatchLike | None:
+        """The backtracking engine, in slices of CPU time (its ``timeout`` is process CPU
+        time, which a loaded machine stretches in wall time): each slice doubles the last
+        but fits in what is left of the deadline at the wall/CPU ratio the last one saw,
+        so the call ends within about one slice of the deadline; work repeated across
+        slices is at most what the last slice does."""
         method = getattr(self._backtracking(), how)
         end = len(text) if endpos is None else endpos
+        if seconds_left() is None:
+            found: MatchLike | None = method(text, pos, end, concurrent=True)
+            return found
+        cpu_slice = _FIRST_SLICE
         while True:
-            left = seconds_left()
+            wall, cpu = time.monotonic(), time.process_time()
             try:
-                found: MatchLike | None = method(text, pos, end, concurrent=True, timeout=left)
+                found = method(text, pos, end, concurrent=True, timeout=cpu_slice)
                 return found
             except TimeoutError:
-                check_time()  # raises past the deadline; before it, try again
+                check_time()  # raises past the deadline
+            ratio = max(1.0, (time.monotonic() - wall) / max(time.process_time() - cpu, 1e-4))
+            left = seconds_left() or _FIRST_SLICE
+            cpu_slice = max(_FIRST_SLICE, min(2 * cpu_slice, left / ratio))
 
     def search(self, text: str, pos: int = 0, endpos: int | None = None) -> MatchLike | None:
         rx = self._re2
