@@ -313,6 +313,9 @@ def run(args: argparse.Namespace) -> int:
         scripted = scripted_for_cli(args)
     except ValueError as exc:
         return fail("mcp", str(exc), EXIT_USAGE)
+    from supervisor.scripted.isolation import default_script_pool
+
+    scripted.isolation = default_script_pool()  # scripts in child processes
     try:
         import mcp  # noqa: F401
     except ImportError:

@@ -288,8 +288,10 @@ class ServeSession:
             scripted = None
             if request.script is not None:
                 from supervisor.scripted import ScriptedTool
+                from supervisor.scripted.isolation import default_script_pool
 
-                scripted = ScriptedTool(request.script)
+                # each script runs in a child process: it cannot stall this loop
+                scripted = ScriptedTool(request.script, isolation=default_script_pool())
         except (ValueError, SandboxError) as exc:
             raise wire.RequestError("bad_config", str(exc)) from None
         try:
@@ -305,6 +307,8 @@ class ServeSession:
         if scripted is not None:
             add_sandboxed_tools(scripted, sup.tools, sup.tool_callback, specs=sup.specs)
             self.scripted = scripted
+            if scripted.isolation is not None:
+                await scripted.isolation.warm()
         if request.audit:
             self.audit(sup, True)
         specs = sup.specs

@@ -19,7 +19,7 @@ import functools
 import importlib.metadata
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from supervisor._loop import in_event_loop
 from supervisor.scripted import prompts
@@ -29,6 +29,9 @@ from supervisor.tools.context import RequestScope, current_request
 from supervisor.tools.definition import ToolCallback, ToolDef, check_command_name
 from supervisor.tools.registry import RegisteredTool, ToolRegistry
 from supervisor.tools.trace import ExecutionTrace, InvocationTrace
+
+if TYPE_CHECKING:
+    from supervisor.scripted.isolation import ScriptPool
 
 T = TypeVar("T")
 Backend = Literal["asyncio", "trio"]
@@ -98,6 +101,7 @@ class ScriptedTool:
         sanitize_errors: bool | None = None,
         registry: ToolRegistry | None = None,
         env: Mapping[str, str] | None = None,
+        isolation: ScriptPool | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("a ScriptedTool needs a non-empty name")
@@ -118,6 +122,9 @@ class ScriptedTool:
         for key, value in (env or {}).items():
             self.env(key, value)
         self._builtins: dict[str, BuiltinCallback] = {}
+        #: run each execution in a child process of this pool (the services' backstop);
+        #: None runs it in this process (the library's default)
+        self.isolation = isolation
         self._table: tuple[tuple[int, int], dict[str, Any], frozenset[str]] | None = None
         self._last_trace: ExecutionTrace | None = None
         self._lock = threading.Lock()
@@ -287,6 +294,8 @@ class ScriptedTool:
         )
         token = current_request.set(RequestScope(tenant, trace))
         try:
+            if self.isolation is not None:
+                return await self.isolation.execute(request)
             result: ExecResult = await run_script(request)
             return result
         finally:

@@ -310,3 +310,30 @@ def test_a_client_with_nothing_but_the_standard_library(tmp_path: Path) -> None:
                                     "from sandbox", "from worker_runtime"))
                    for line in source.splitlines())  # fmt: skip
     assert os.path.exists(client)
+
+
+# -- scripts cannot stall the service ---------------------------------------------------------
+
+#: a backreference that backtracks for ever: CPU-bound inside one regex call
+CPU_BOUND = "echo \"$(printf 'abcdefgh%.0s' $(seq 400))q\" | grep -cE '(.*)(.*)(.*)\\3\\2\\1$'"
+
+
+def test_a_cpu_bound_script_leaves_ping_and_cancel_answered(served: ServeClient) -> None:
+    running = served.request("script", commands=CPU_BOUND, timeout_ms=3000)
+    time.sleep(0.3)  # the script is in its regex by now
+    started = time.monotonic()
+    assert served.call("ping")["event"] == "pong"
+    assert time.monotonic() - started < 1.0  # a stalled loop would answer after the script
+    assert not [e for e in served.others if e.get("id") == running]
+    result = served.until(running, ("result", "error"))[-1]
+    assert result["result"]["exit_code"] == 124 and result["result"]["error"] == "timeout"
+    # cancel stops a CPU-bound script at once
+    running = served.request("script", commands=CPU_BOUND, timeout_ms=20_000)
+    time.sleep(0.3)
+    started = time.monotonic()
+    served.call("cancel", target=running)
+    error = served.until(running, ("result", "error"))[-1]
+    assert error["event"] == "error" and error["error"]["code"] == "cancelled", error
+    assert time.monotonic() - started < 2.0
+    ok = served.call("script", commands="echo still here")
+    assert ok["result"]["stdout"] == "still here\n"

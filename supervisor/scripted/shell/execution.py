@@ -106,11 +106,13 @@ def init_shell(sh: Interpreter, env: Mapping[str, str]) -> None:
         sh.vars[name] = Var(value, EXPORT, gen)
 
 
-def _abort(message: str) -> ExecResult:
+def abort_result(message: str) -> ExecResult:
+    """The result of an execution a limit or an error ended (stdout dropped)."""
     return ExecResult(stdout="", stderr=message, exit_code=1, error=message)
 
 
-def _timeout_result(seconds: float) -> ExecResult:
+def timeout_result(seconds: float) -> ExecResult:
+    """The result of an execution its request's ``timeout_ms`` ended (exit 124)."""
     return ExecResult(
         stdout="",
         stderr=f"sandvisor: execution timed out after {seconds:.1f}s\n",
@@ -133,7 +135,7 @@ async def run_script(request: ScriptRequest) -> ExecResult:
         return await _run_script(request)
     except Exception as exc:  # parse or set-up: fail closed, the host goes on
         message, _ = _classify(exc)
-        return _abort(message or "execution error: internal error")
+        return abort_result(message or "execution error: internal error")
 
 
 async def _run_script(request: ScriptRequest) -> ExecResult:
@@ -144,17 +146,17 @@ async def _run_script(request: ScriptRequest) -> ExecResult:
         return ExecResult()
     size = len(script.encode("utf-8", "surrogatepass"))
     if size > limits.max_input_bytes:
-        return _abort(
+        return abort_result(
             f"parse error: input too large ({size} bytes, max {limits.max_input_bytes} bytes)"
         )
     try:
         program = parse(script, limits.max_ast_depth, limits.max_parser_operations)
     except ShellSyntaxError as exc:
-        return _abort(exc.render())
+        return abort_result(exc.render())
     except ParseLimitError as exc:
-        return _abort(f"parse error: {exc}")
+        return abort_result(f"parse error: {exc}")
     except RecursionError:
-        return _abort(f"parse error: AST nesting too deep (max {limits.max_ast_depth})")
+        return abort_result(f"parse error: AST nesting too deep (max {limits.max_ast_depth})")
 
     ensure_recursion_headroom(limits)
     exec_deadline = start + limits.timeout_seconds
@@ -214,9 +216,9 @@ async def _run_script(request: ScriptRequest) -> ExecResult:
         current_budget.reset(budget_token)
     if timed_out:
         assert request.request_timeout_seconds is not None
-        return _timeout_result(request.request_timeout_seconds)
+        return timeout_result(request.request_timeout_seconds)
     if abort is not None:
-        return _abort(abort)
+        return abort_result(abort)
     stdout, out_cut = _cap(out.getvalue(), limits.max_stdout_bytes, out.truncated)
     stderr, err_cut = _cap(err.getvalue(), limits.max_stderr_bytes, err.truncated)
     return ExecResult(

@@ -1,0 +1,434 @@
+"""Scripts in a pool of child processes: the hard backstop of ``serve`` and ``mcp``.
+
+In-process, a script's limits hold because every loop spends fuel against its deadline;
+a bug nobody found yet (a loop without fuel, a C call that never returns) would still
+hold the host's event loop and memory. `ScriptPool.execute` runs the script in a child
+(``child.py``) under rlimits instead: the host's loop only moves frames, so ``ping`` and
+``cancel`` are answered at once; the tools' callbacks (and ``help``/``discover``) still
+run in the host, called back over the pipe. A child that overstays its deadline (the
+execution timeout plus its grace plus ``slack``, or the request's ``timeout_ms`` plus
+``slack``) is SIGKILLed, reaped by a thread, and replaced; the result is the timeout the
+script would have had. A cancelled execution kills its child the same way.
+
+Children start on the host's spawner thread (``PR_SET_PDEATHSIG``: they die with the host),
+are reused while they answer cleanly, and keep ``size`` of them warm.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ..contract import CommandResult, ExecResult, ScriptRequest, execution_deadline
+from ..errors import LimitExceeded
+from ..text_tools.jq_tool.spawner import host_spawner
+from .wire import (
+    MAX_FRAME,
+    ChildFrame,
+    ChildReady,
+    Done,
+    FrameBuffer,
+    Run,
+    ToolCall,
+    ToolReply,
+    WireError,
+    decode_child,
+    frame,
+    from_wire,
+    to_wire,
+)
+
+#: The checkout this module belongs to: the child imports the same code.
+ROOT = str(Path(__file__).resolve().parents[3])
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from supervisor.scripted.isolation.child import main; main(sys.argv[2:])"
+)
+#: A child's address space: the interpreter, its libraries and a script's work. The
+#: script's own budget (``max_memory_bytes``) ends it long before.
+DEFAULT_MEMORY = 2 << 30
+#: How long past its deadline (and grace) a child may take before the host kills it:
+#: its own clock checks stop it within about a tenth of a second.
+DEFAULT_SLACK = 0.5
+#: How long a child may take to start (imports, on a loaded machine)
+START_TIMEOUT = 20.0
+#: How long an execution waits between looks for a free child (all are busy).
+_SLOT_POLL = 0.002
+_PIPE_SIZE = 1 << 20
+_DIAGNOSTICS = 1 << 16
+
+
+class ChildGone(Exception):
+    """The child died or broke the protocol; ``message`` says how."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _start(memory_bytes: int) -> tuple[subprocess.Popen[bytes], int, int, int]:
+    """Fork the child (on the spawner thread): its process and our request, reply and
+    diagnostics fds."""
+    import fcntl
+
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    diag_r, diag_w = os.pipe()
+    ours = (req_w, rep_r, diag_r)
+    argv = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, ROOT, str(os.getpid()), str(rep_w)]
+    argv.append(str(memory_bytes))
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=req_r,
+            stdout=diag_w,
+            stderr=diag_w,
+            pass_fds=(rep_w,),
+            env={},
+            cwd="/",
+            start_new_session=True,
+        )
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for fd in (req_r, rep_w, diag_w):
+            os.close(fd)
+    for fd in ours:
+        os.set_blocking(fd, False)
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+    return proc, req_w, rep_r, diag_r
+
+
+def _shut(proc: subprocess.Popen[bytes], fds: tuple[int, ...]) -> None:
+    """SIGKILL, reap, close our ends (once: the finaliser's function)."""
+    with contextlib.suppress(ProcessLookupError):
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+class ScriptChild:
+    """One child process and the host's non-blocking ends of its pipes."""
+
+    def __init__(self, memory_bytes: int) -> None:
+        proc, self.req_w, self.rep_r, self._diag_r = host_spawner().call(
+            lambda: _start(memory_bytes)
+        )
+        self.proc = proc
+        self.pid = proc.pid
+        self.ready = False
+        self._buffer = FrameBuffer(MAX_FRAME)
+        self._shut = weakref.finalize(self, _shut, proc, (self.req_w, self.rep_r, self._diag_r))
+
+    def alive(self) -> bool:
+        return self._shut.alive and self.proc.poll() is None
+
+    def stop(self) -> None:
+        """SIGKILL now; ``kill`` reaps."""
+        if self._shut.alive and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGKILL)
+
+    def kill(self) -> None:
+        self._shut()
+
+    def diagnostics(self) -> str:
+        with contextlib.suppress(OSError):
+            return os.read(self._diag_r, _DIAGNOSTICS).decode("utf-8", "replace").strip()
+        return ""
+
+    async def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.req_w, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self.req_w)
+            except BrokenPipeError:
+                raise self._gone() from None
+
+    async def receive(self) -> ChildFrame:
+        buffer = self._buffer
+        while True:
+            try:
+                body = buffer.next_frame()
+                if body is not None:
+                    return decode_child(body)
+            except WireError as exc:
+                raise ChildGone(f"the script's process broke the protocol ({exc})") from None
+            try:
+                data = os.read(self.rep_r, 1 << 16)
+            except BlockingIOError:
+                await anyio.wait_readable(self.rep_r)
+                continue
+            if not data:
+                raise self._gone()
+            buffer.feed(data)
+
+    def _gone(self) -> ChildGone:
+        status = self.proc.wait()
+        how = f"signal {-status}" if status < 0 else f"status {status}"
+        said = self.diagnostics()
+        return ChildGone(f"the script's process died ({how}){': ' + said if said else ''}")
+
+
+class ScriptPool:
+    """Child processes that run scripts (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        size: int = 2,
+        max_children: int = 16,
+        memory_bytes: int = DEFAULT_MEMORY,
+        slack: float = DEFAULT_SLACK,
+    ) -> None:
+        if size < 0 or max_children < max(size, 1):
+            raise ValueError("a script pool needs 0 <= size <= max_children, max_children >= 1")
+        self.size = size
+        self.max_children = max_children
+        self.memory_bytes = memory_bytes
+        self.slack = slack
+        self._lock = threading.Lock()
+        self._idle: list[ScriptChild] = []
+        self._busy: set[ScriptChild] = set()
+        self._reapers: set[threading.Thread] = set()
+        self._closed = False
+
+    # ------------------------------------------------------------------ children
+
+    def children(self) -> list[int]:
+        """The pids of the children not yet reaped."""
+        with self._lock:
+            return [c.pid for c in (*self._idle, *self._busy) if c.proc.poll() is None]
+
+    async def warm(self) -> None:
+        """Start children until ``size`` are idle (a service calls it at start)."""
+        while True:
+            with self._lock:
+                if self._closed or len(self._idle) + len(self._busy) >= self.size:
+                    return
+            child = await anyio.to_thread.run_sync(ScriptChild, self.memory_bytes)
+            with self._lock:
+                self._idle.append(child)
+
+    async def _take(self) -> ScriptChild:
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise ChildGone("the script pool is closed")
+                while self._idle:
+                    child = self._idle.pop()
+                    if child.alive():
+                        self._busy.add(child)
+                        return child
+                    self._reap_later(child)
+                room = len(self._busy) + len(self._reapers) < self.max_children
+            if room:
+                child = await anyio.to_thread.run_sync(ScriptChild, self.memory_bytes)
+                with self._lock:
+                    self._busy.add(child)
+                return child
+            await anyio.sleep(_SLOT_POLL)
+
+    def _give_back(self, child: ScriptChild) -> None:
+        with self._lock:
+            self._busy.discard(child)
+            if not self._closed:
+                self._idle.append(child)
+                return
+        child.kill()
+
+    def _discard(self, child: ScriptChild) -> None:
+        """Kill now; a thread of the pool reaps it (a large child takes a while to go)."""
+        child.stop()
+        with self._lock:
+            self._busy.discard(child)
+            self._reap_later(child)
+
+    def _reap_later(self, child: ScriptChild) -> None:
+        reaper = threading.Thread(target=self._reap, args=(child,), name="script-reap")
+        reaper.daemon = True
+        self._reapers.add(reaper)
+        reaper.start()
+
+    def _reap(self, child: ScriptChild) -> None:
+        try:
+            child.kill()
+        finally:
+            with self._lock:
+                self._reapers.discard(threading.current_thread())
+
+    def close(self) -> None:
+        """Kill the idle children now, the busy ones when their execution ends."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for child in idle:
+            child.kill()
+        with self._lock:
+            reapers = list(self._reapers)
+        for reaper in reapers:
+            reaper.join()
+
+    # ------------------------------------------------------------------ executions
+
+    async def execute(self, request: ScriptRequest) -> ExecResult:
+        """``run_script(request)`` in a child; the commands in ``request.overrides``
+        (the tools, ``help``, ``discover``) are called back here, the rest of the table
+        must be the text tools, which the child has itself."""
+        from ..shell.context import duration_debug
+        from ..shell.execution import abort_result, grace, timeout_result
+
+        start = time.monotonic()
+        limits = request.limits
+        request_deadline = (
+            None
+            if request.request_timeout_seconds is None
+            else start + request.request_timeout_seconds
+        )
+        child = await self._take()
+        clean = False
+        try:
+            if not child.ready:
+                await _wait_ready(child)
+            sent = time.monotonic()
+            stop = sent + limits.timeout_seconds + grace(limits.timeout_seconds) + self.slack
+            if request_deadline is not None:
+                stop = min(stop, request_deadline + self.slack)
+            token = execution_deadline.set(sent + limits.timeout_seconds)
+            try:
+                with anyio.move_on_after(max(0.0, stop - time.monotonic())):
+                    done = await self._converse(child, request, request_deadline)
+                    clean = True
+                    return done
+            finally:
+                execution_deadline.reset(token)
+            if request_deadline is not None and time.monotonic() >= request_deadline:
+                return timeout_result(request.request_timeout_seconds or 0.0)
+            timeout = duration_debug(limits.timeout_seconds)
+            return abort_result(LimitExceeded(f"execution timeout ({timeout})").message)
+        except ChildGone as exc:
+            return abort_result(f"execution error: {exc.message}")
+        finally:
+            if clean:
+                self._give_back(child)
+            else:
+                self._discard(child)
+
+    async def _converse(
+        self, child: ScriptChild, request: ScriptRequest, request_deadline: float | None
+    ) -> ExecResult:
+        timeout = None if request_deadline is None else max(request_deadline - time.monotonic(), 0)
+        limits = {
+            f.name: getattr(request.limits, f.name) for f in dataclasses.fields(request.limits)
+        }
+        await child.send(
+            frame(
+                Run(
+                    to_wire(request.script),
+                    {k: to_wire(v) for k, v in request.env.items()},
+                    limits,
+                    timeout,
+                    sorted(request.overrides),
+                )
+            )
+        )
+        try:
+            async with anyio.create_task_group() as calls:
+                while True:
+                    message = await child.receive()
+                    if isinstance(message, Done):
+                        calls.cancel_scope.cancel()
+                        return ExecResult(
+                            stdout=from_wire(message.stdout),
+                            stderr=from_wire(message.stderr),
+                            exit_code=message.exit_code,
+                            error=message.error,
+                            stdout_truncated=message.stdout_truncated,
+                            stderr_truncated=message.stderr_truncated,
+                        )
+                    if isinstance(message, ToolCall):
+                        calls.start_soon(self._answer, child, request, message)
+                    else:
+                        raise ChildGone("the script's process broke the protocol (ready twice)")
+        except BaseExceptionGroup as group:
+            gone, rest = group.split(ChildGone)
+            if gone is None or rest is not None:
+                raise
+            raise _leaf(gone) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _answer(self, child: ScriptChild, request: ScriptRequest, call: ToolCall) -> None:
+        result = await _call_command(request, call)
+        reply = ToolReply(
+            call.call, to_wire(result.stdout), to_wire(result.stderr), result.exit_code
+        )
+        await child.send(frame(reply))
+
+
+async def _call_command(request: ScriptRequest, call: ToolCall) -> CommandResult:
+    """One command of the host's table, as the interpreter would call it."""
+    import inspect
+
+    command = request.commands.get(call.name) if call.name in request.overrides else None
+    if command is None:
+        return CommandResult("", f"bash: {call.name}: command not found\n", 127)
+    args = [from_wire(a) for a in call.args]
+    stdin = None if call.stdin is None else from_wire(call.stdin)
+    try:
+        result: Any = command(args, stdin)
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as exc:  # a command must not take the host down
+        return CommandResult("", f"{call.name}: {type(exc).__name__}: command failed\n", 1)
+    if not isinstance(result, CommandResult):
+        return CommandResult("", f"{call.name}: command returned no result\n", 1)
+    return result
+
+
+def _leaf(group: BaseExceptionGroup[ChildGone]) -> ChildGone:
+    first = group.exceptions[0]
+    return first if isinstance(first, ChildGone) else _leaf(first)
+
+
+async def _wait_ready(child: ScriptChild) -> None:
+    with anyio.move_on_after(START_TIMEOUT):
+        if not isinstance(await child.receive(), ChildReady):
+            raise ChildGone("the script's process broke the protocol (no ready frame)")
+        child.ready = True
+        return
+    raise ChildGone(f"the script's process did not start within {START_TIMEOUT:g} s")
+
+
+_default: ScriptPool | None = None
+_default_lock = threading.Lock()
+
+
+def default_script_pool() -> ScriptPool:
+    """This process's pool (closed at exit: its children are killed and reaped)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = ScriptPool()
+            atexit.register(_default.close)
+        return _default
