@@ -161,6 +161,11 @@ def _finite_float(text: str) -> float:
 
 
 def _serde_int(text: str) -> int | float:
+    if len(text) > 21:  # past u64 whatever its zeros: serde_json's f64, or out of range
+        value_f = float(text)
+        if value_f in (float("inf"), float("-inf")):
+            raise _Invalid(text)
+        return value_f
     value = int(text)
     if value == 0 and text.startswith("-"):
         return -0.0
@@ -227,9 +232,12 @@ def _to_integer(raw: str) -> Any:
     if raw.isdigit() and raw.isascii() and len(raw) < 19:
         return int(raw)
     if _INT.fullmatch(raw):
-        value = int(raw)
-        if _I64_MIN <= value <= _I64_MAX:
-            return value
+        sign = "-" if raw[0] == "-" else ""
+        digits = raw.lstrip("+-").lstrip("0") or "0"
+        if len(digits) <= 19:  # longer is out of range (no Python digit limit to meet)
+            value = int(sign + digits)
+            if _I64_MIN <= value <= _I64_MAX:
+                return value
     return raw
 
 
@@ -334,7 +342,7 @@ class FlagParser:
         result: dict[str, Any] = {}
         props = self._props
         closed = self._closed_hint
-        used = 0
+        used = names = 0
         i, n = 0, len(argv)
         while i < n:
             arg = argv[i]
@@ -344,6 +352,9 @@ class FlagParser:
             prop = props.get(key)
             if prop is None and closed is not None:
                 raise FlagError(f"unknown flag: --{key} ({closed})")
+            # the names have a budget of their own (the values' is the reference's): a
+            # call of 100,000 boolean flags is refused too
+            names = _spend(names, key, key)
             i += 1
             if eq:
                 used = _spend(used, raw, key)

@@ -455,3 +455,18 @@ TOKENS = st.sampled_from(
 @given(argv=st.lists(TOKENS, max_size=6))
 def test_random_argv_matches_bashkit_oracle(argv: list[str]) -> None:
     assert run_ours(RANDOM_SCHEMA, argv) == run_oracle(RANDOM_SCHEMA, argv)
+
+
+def test_hostile_flags_are_bounded_per_call_and_never_reach_python_limits() -> None:
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}, "o": {"type": "object"}}}
+    # integers of any length: in range or the string, as Rust's i64 parse (no digit limit)
+    assert parse_flags(["--id", "9" * 5000], schema) == {"id": "9" * 5000}
+    assert parse_flags(["--id", "0" * 5000 + "42"], schema) == {"id": 42}
+    assert parse_flags(["--o", '{"a": ' + "9" * 30 + "}"], schema) == {"o": {"a": 1e30}}
+    assert (
+        parse_flags(["--o", '{"a": ' + "9" * 5000 + "}"], schema)["o"]
+        == '{"a": ' + "9" * 5000 + "}"
+    )
+    # many flags without values: the names have their budget too
+    with pytest.raises(FlagError, match="parsed flag data exceeds 65536 bytes"):
+        parse_flags([f"--k{i}" for i in range(20_000)], {"type": "object"})
