@@ -259,11 +259,19 @@ async def _serve(
 ) -> None:  # fmt: skip
     from mcp.server.stdio import stdio_server
 
+    from supervisor.commands.jsonrpc_guard import checked_lines
     from supervisor.commands.stdio import LineReader, TextWriter
     from worker_runtime import __version__
 
     server = build_server(McpTools(scripted, sup, deadline=deadline), version=__version__)
-    streams = stdio_server(stdin=LineReader(source), stdout=TextWriter(sink))  # type: ignore[arg-type]
+    writer = TextWriter(sink)
+
+    async def answer(line: str) -> None:
+        await writer.write(line + "\n")
+        await writer.flush()
+
+    lines = checked_lines(LineReader(source), answer)
+    streams = stdio_server(stdin=lines, stdout=writer)  # type: ignore[arg-type]
     async with streams as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 

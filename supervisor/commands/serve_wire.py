@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from supervisor.commands.request_id import top_level_id
 from supervisor.workers.call_audit import CallEvent
 from supervisor.workers.outcome import Outcome
 
@@ -234,7 +235,6 @@ class RequestError(Exception):
 
 
 _decoder = msgspec.json.Decoder(Request)
-_loose = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
 
 
@@ -246,17 +246,15 @@ def decode_request(line: bytes) -> Request:
         raise RequestError("bad_request", _explain(str(exc)), _id_of(line)) from None
     except msgspec.DecodeError as exc:
         raise RequestError("bad_json", f"not a JSON object: {exc}", None) from None
+    except RecursionError:
+        message = "not a JSON object: nested too deeply"
+        raise RequestError("bad_json", message, _id_of(line)) from None
 
 
 def _id_of(line: bytes) -> Any:
-    """The request's ``id``, if the line is JSON with a valid one (to answer it)."""
-    try:
-        value = _loose.decode(line)
-    except msgspec.DecodeError:
-        return None
-    if not isinstance(value, dict):
-        return None
-    rid = value.get("id")
+    """The request's ``id``, if the line is an object with a valid one (to answer it);
+    read by a flat scan, so any nesting elsewhere in the line is no matter."""
+    rid = top_level_id(line)
     if isinstance(rid, bool):
         return None
     if isinstance(rid, int) and abs(rid) <= 2**53:

@@ -88,6 +88,7 @@ class TextWriter:
     def __init__(self, sink: trio.abc.SendStream) -> None:
         self.sink = sink
         self._pending: list[bytes] = []
+        self._sending = trio.Lock()  # two writers (the SDK, a guard) share the stream
 
     async def write(self, text: str) -> None:
         self._pending.append(text.encode("utf-8"))
@@ -95,4 +96,5 @@ class TextWriter:
     async def flush(self) -> None:
         data, self._pending = b"".join(self._pending), []
         if data:
-            await self.sink.send_all(data)
+            async with self._sending:
+                await self.sink.send_all(data)

@@ -175,3 +175,47 @@ def test_sigterm_stops_an_idle_server_in_order() -> None:
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def test_malformed_lines_get_json_rpc_errors_and_the_server_goes_on() -> None:
+    """A lone surrogate, deep nesting, wrong types: each gets JSON-RPC's error answer with
+    the id where it can be read (the SDK alone would answer nothing); the server goes on."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "mcp", "--example"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=child_env(),
+    )  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(message: bytes) -> dict[str, Any]:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(message + b"\n")
+        server.stdin.flush()
+        reply: dict[str, Any] = json.loads(server.stdout.readline())
+        return reply
+
+    try:
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}  # fmt: skip
+        assert send(json.dumps(initialize).encode())["id"] == 1
+        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        call = (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": '
+                b'"shop", "arguments": {"commands": "echo \\ud800"}}}')  # fmt: skip
+        reply = send(call)
+        assert reply["id"] == 7 and reply["error"]["code"] == -32700, reply
+        deep = b'{"jsonrpc": "2.0", "id": "d", "method": "ping", "params": ' + b"[" * 100_000
+        reply = send(deep + b"]" * 100_000 + b"}")
+        assert reply["id"] == "d" and reply["error"]["code"] in (-32700, -32600), reply
+        reply = send(b'{"jsonrpc": "2.0", "id": [1], "method": 5}')
+        assert reply["id"] is None and reply["error"]["code"] == -32600, reply
+        reply = send(b"not json")
+        assert reply["id"] is None and reply["error"]["code"] == -32700, reply
+        assert send(b'{"jsonrpc": "2.0", "id": 8, "method": "ping"}') == {
+            "jsonrpc": "2.0", "id": 8, "result": {}}  # fmt: skip
+        call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+            "name": "shop", "arguments": {"commands": "echo fine"}}}  # fmt: skip
+        reply = send(json.dumps(call).encode())
+        assert reply["id"] == 9 and "fine" in json.dumps(reply["result"]), reply
+    finally:
+        server.stdin.close()
+        assert server.wait(10) == 0

@@ -166,6 +166,18 @@ BAD_LINES: list[tuple[bytes, str, Any]] = [
     (b'{"op": "cancel", "id": "f", "target": "nothing"}', "unknown_target", "f"),
     (b'{"op": "pending", "id": "g"}', "not_ready", "g"),
     (b"\xff\xfe garbage", "bad_json", None),
+    # nested far past any parser's recursion: answered with the id all the same
+    (
+        b'{"op": "invoke", "id": "n", "tool": "t", "input": '
+        + b"[" * 200_000
+        + b"]" * 200_000
+        + b"}",
+        "bad_json",
+        "n",
+    ),
+    (b'{"op": "ping", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b', "id": 9}', "bad_request", 9),
+    (b"[" * 200_000 + b"]" * 200_000, "bad_request", None),
+    (b'{"op": "ping", "id": "\\ud800"}', "bad_json", None),
 ]
 
 
