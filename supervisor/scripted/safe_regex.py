@@ -62,10 +62,17 @@ def is_plain(source: str) -> bool:
     return True
 
 
+class PatternError(Exception):
+    """A pattern neither engine compiles."""
+
+
 #: A match of any engine (the ``regex`` module's matches have the same methods).
 MatchLike = re.Match[str] | Re2Match
 
 
+#: the longest source the backtracking engine compiles (its compile is one C call: an
+#: 8 MB glob took 25 s); past RE2's cap and this, a pattern is "too big"
+MAX_BACKTRACK_SOURCE = 1 << 16
 #: the backtracking engine's first slice of CPU time, in seconds
 _FIRST_SLICE = 0.01
 
@@ -87,6 +94,8 @@ class SafePattern:
             longest=longest,
         )
         if self._re2 is None:
+            if len(source) > MAX_BACKTRACK_SOURCE:
+                raise PatternError("Regular expression too big")
             self.groups: int = self._backtracking().groups
         else:
             self.groups = self._re2.groups
@@ -137,10 +146,6 @@ class SafePattern:
         if rx is not None and rx.takes(text):
             return rx.fullmatch(text, pos, endpos)
         return self._slow("fullmatch", text, pos, endpos)
-
-
-class PatternError(Exception):
-    """A pattern neither engine compiles."""
 
 
 def compile_pattern(

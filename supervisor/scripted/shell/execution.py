@@ -149,15 +149,6 @@ async def _run_script(request: ScriptRequest) -> ExecResult:
         return abort_result(
             f"parse error: input too large ({size} bytes, max {limits.max_input_bytes} bytes)"
         )
-    try:
-        program = parse(script, limits.max_ast_depth, limits.max_parser_operations)
-    except ShellSyntaxError as exc:
-        return abort_result(exc.render())
-    except ParseLimitError as exc:
-        return abort_result(f"parse error: {exc}")
-    except RecursionError:
-        return abort_result(f"parse error: AST nesting too deep (max {limits.max_ast_depth})")
-
     ensure_recursion_headroom(limits)
     exec_deadline = start + limits.timeout_seconds
     request_deadline = (
@@ -174,14 +165,28 @@ async def _run_script(request: ScriptRequest) -> ExecResult:
         BUILTINS,
         grace(limits.timeout_seconds),
     )
+    budget = Budget(ctx.check_time, limits.max_memory_bytes, lambda: ctx.stop_at)
+    budget_token = current_budget.set(budget)  # parsing spends fuel under the deadline
+    try:
+        program = parse(script, limits.max_ast_depth, limits.max_parser_operations)
+    except ShellSyntaxError as exc:
+        return abort_result(exc.render())
+    except ParseLimitError as exc:
+        return abort_result(f"parse error: {exc}")
+    except RecursionError:
+        return abort_result(f"parse error: AST nesting too deep (max {limits.max_ast_depth})")
+    except AbortExecution as exc:
+        return abort_result(exc.message)
+    except RequestTimeout:
+        return timeout_result(request.request_timeout_seconds or 0.0)
+    finally:
+        current_budget.reset(budget_token)
     out = CappedSink(limits.max_stdout_bytes)
     err = CappedSink(limits.max_stderr_bytes)
     sh = Interpreter(ctx, out, err)
     init_shell(sh, request.env)
     token = execution_deadline.set(exec_deadline)
-    budget_token = current_budget.set(
-        Budget(ctx.check_time, limits.max_memory_bytes, lambda: ctx.stop_at)
-    )
+    budget_token = current_budget.set(budget)
     status = 1
     abort: str | None = None
     timed_out = False

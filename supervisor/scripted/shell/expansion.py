@@ -13,7 +13,9 @@ Differential cases: ``cases_expansion.txt``, ``cases_quoting.txt``,
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
+from ..budget import spend
 from ..contract import ExecutionLimits
 from ..errors import AbortExecution, DiscardLine, FatalShellError, LimitExceeded, unbound
 from ..integers import INT_MAX
@@ -48,12 +50,24 @@ _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _REF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(.*)\]\Z", re.DOTALL)
 
 
+@lru_cache(maxsize=64)
+def _separators(chars: str, run: bool = False) -> re.Pattern[str]:
+    """One of ``chars`` (a run of them with ``run``), for splitting at C speed."""
+    if not chars:
+        return re.compile("(?!)")  # no separator: never found
+    body = "".join(re.escape(c) for c in chars)
+    return re.compile(f"[{body}]*" if run else f"[{body}]")
+
+
 class FieldBuilder:
     """Accumulates the fields of one word (or several, for brace-expanded words), within
     ``limit`` characters and ``MAX_FIELDS`` fields: ``$x$x$x...`` or splitting a huge
     value cannot make memory grow past the limits."""
 
-    __slots__ = ("cur", "fields", "has", "ifs_nws", "ifs_ws", "limit", "mode", "size", "split")
+    __slots__ = (
+        "cur", "fields", "has", "ifs_nws", "ifs_ws", "limit", "mode", "seps", "size", "split",
+        "ws_run",
+    )  # fmt: skip
 
     def __init__(self, mode: int, ifs: str | None, limit: int) -> None:
         self.mode = mode
@@ -67,6 +81,8 @@ class FieldBuilder:
         self.split = mode == FIELDS and ifs != ""
         self.ifs_ws = "".join(c for c in ifs if c in " \t\n")
         self.ifs_nws = "".join(c for c in ifs if c not in " \t\n")
+        self.seps = _separators(ifs)
+        self.ws_run = _separators(self.ifs_ws, run=True) if self.ifs_ws else None
 
     def grow(self, n: int) -> None:
         self.size += n
@@ -97,29 +113,28 @@ class FieldBuilder:
                 self.cur.append(text)
                 self.has = True
             return
-        ws, nws = self.ifs_ws, self.ifs_nws
+        nws = self.ifs_nws
+        seps, ws_run = self.seps, self.ws_run
         i, n = 0, len(text)
         while i < n:
-            c = text[i]
-            if c in ws or c in nws:
-                j = i
-                while j < n and text[j] in ws:
-                    j += 1
-                if j < n and text[j] in nws:
-                    self.end(True)
-                    j += 1
-                    while j < n and text[j] in ws:
-                        j += 1
-                else:
-                    self.end(False)
-                i = j
-            else:
-                j = i + 1
-                while j < n and text[j] not in ws and text[j] not in nws:
-                    j += 1
+            found = seps.search(text, i)  # the scans run at C speed: a long value is cheap
+            j = n if found is None else found.start()
+            if j > i:
                 self.cur.append(text[i:j])
                 self.has = True
                 i = j
+                continue
+            spend(1)
+            if ws_run is not None:
+                j = ws_run.match(text, j).end()  # type: ignore[union-attr]
+            if j < n and text[j] in nws:
+                self.end(True)
+                j += 1
+                if ws_run is not None:
+                    j = ws_run.match(text, j).end()  # type: ignore[union-attr]
+            else:
+                self.end(False)
+            i = j
 
     def end(self, force: bool) -> None:
         if self.has or force:

@@ -13,8 +13,9 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from ..budget import spend
 from ..errors import LimitExceeded
-from ..safe_regex import SafePattern, compile_pattern
+from ..safe_regex import PatternError, SafePattern, compile_pattern
 
 Regex = re.Pattern[str] | SafePattern
 
@@ -157,7 +158,14 @@ def _glob(pat: str, i: int, stop: str, lazy: bool, ext: bool = True) -> tuple[st
 def glob_regex(pattern: str, lazy: bool = False, flags: int = 0) -> Regex:
     """The regex of a shell pattern (not anchored; callers choose match/fullmatch)."""
     body, _ = _glob(pattern, 0, "", lazy, bool(flags & EXTGLOB))
-    return compile_pattern(body, re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
+    return _compile(body, re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
+
+
+def _compile(source: str, flags: int, longest: bool = False) -> Regex:
+    try:
+        return compile_pattern(source, flags, longest=longest)
+    except PatternError:
+        raise LimitExceeded(f"maximum pattern size exceeded ({len(source)} bytes)") from None
 
 
 def _plain(pattern: str, flags: int) -> bool:
@@ -170,7 +178,35 @@ def fnmatch(text: str, pattern: str, flags: int = 0) -> bool:
     """Does the whole of ``text`` match the shell pattern?"""
     if _plain(pattern, flags):
         return text == pattern
+    if _stars_only(pattern, flags):
+        return _star_match(text, pattern.split("*"))
     return glob_regex(pattern, False, flags).fullmatch(text) is not None
+
+
+def _stars_only(pattern: str, flags: int) -> bool:
+    """Literal text and ``*`` only: matched without a regex (``[[ $x == $big* ]]``)."""
+    return (
+        not (flags & NOCASE)
+        and not any(c in pattern for c in "?[\\")
+        and not (flags & EXTGLOB and "(" in pattern)
+    )
+
+
+def _star_match(text: str, pieces: list[str]) -> bool:
+    """``*``-separated literal ``pieces`` against the whole of ``text``: the first at the
+    start, the last at the end, the others leftmost in between (linear in the text)."""
+    first, last = pieces[0], pieces[-1]
+    if len(text) < len(first) + len(last) or not text.startswith(first):
+        return False
+    if not text.endswith(last):
+        return False
+    pos, end = len(first), len(text) - len(last)
+    for piece in pieces[1:-1]:
+        found = text.find(piece, pos, end)
+        if found < 0:
+            return False
+        pos = found + len(piece)
+    return True
 
 
 _EXACT_LIMIT = 1024  # strings up to this size get exhaustive (exact) matching
@@ -180,9 +216,7 @@ _EXACT_LIMIT = 1024  # strings up to this size get exhaustive (exact) matching
 def _suffix_regex(pattern: str, longest: bool, flags: int) -> Regex:
     body, _ = _glob(pattern, 0, "", False, bool(flags & EXTGLOB))
     lead = ".*?" if longest else ".*"
-    return compile_pattern(
-        f"{lead}({body})\\Z", re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0)
-    )
+    return _compile(f"{lead}({body})\\Z", re.DOTALL | (re.IGNORECASE if flags & NOCASE else 0))
 
 
 def remove_prefix(text: str, pattern: str, longest: bool, flags: int = 0) -> str:
@@ -234,12 +268,23 @@ def replace(
         if m is None:
             return text
         return text[: m.start(1)] + repl(text[m.start(1) :])
+    if mode in ("/", "//") and _plain(pattern, flags):
+        # a literal: str.replace at C speed, its size known before it is built
+        if pattern not in text:
+            return text
+        piece = repl(pattern)
+        if mode == "/":
+            return text.replace(pattern, piece, 1)
+        if len(text) + text.count(pattern) * (len(piece) - len(pattern)) > limit:
+            raise LimitExceeded(f"maximum value size exceeded ({limit})")
+        return text.replace(pattern, piece)
     rx = glob_regex(pattern, False, flags)
     out: list[str] = []
     pos = 0
     size = 0
     n = len(text)
     while pos <= n:
+        spend(4)
         found = _longest_at_or_after(rx, text, pos)
         if found is None:
             break

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from tree_sitter import Node
 
+from ..budget import spend
 from ..errors import ParseLimitError, ShellSyntaxError
 from ..shell.arithmetic import ArithError, compile_arith
 from . import ast as A
@@ -169,6 +170,7 @@ class Converter:
     # ------------------------------------------------------------------ statements
 
     def tick(self) -> None:
+        spend(64)  # a statement's conversion: the deadline holds while parsing
         self.ops += 1
         if self.ops > self.max_ops:
             raise ParseLimitError(

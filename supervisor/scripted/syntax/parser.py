@@ -17,6 +17,7 @@ from functools import lru_cache
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from ..budget import check_time
 from ..errors import ShellSyntaxError
 from . import ast as A
 from .convert import Converter
@@ -39,7 +40,7 @@ def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
     repairs = _Repairs()
     error: ShellSyntaxError | None = None
     for _ in range(_MAX_ROUNDS):
-        root = _PARSER.parse(bytes(text)).root_node
+        root = _tree(bytes(text))
         err = first_error(root)
         if err is None:
             try:
@@ -73,6 +74,21 @@ def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
 
 #: parse rounds: each repairs one lost line break (or masks once) and parses again
 _MAX_ROUNDS = 64
+#: tree-sitter reads the text in chunks this large; the deadline is checked between them
+_CHUNK = 1 << 16
+
+
+def _tree(text: bytes) -> Node:
+    """tree-sitter's tree of ``text``; a long text is read in chunks, the execution's
+    deadline checked before each (one C call must not outlast it)."""
+    if len(text) <= _CHUNK:
+        return _PARSER.parse(text).root_node
+
+    def read(offset: int, _point: object) -> bytes:
+        check_time()
+        return text[offset : offset + _CHUNK]
+
+    return _PARSER.parse(read).root_node
 
 
 class _Repairs:
