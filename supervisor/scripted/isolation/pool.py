@@ -296,7 +296,7 @@ class ScriptPool:
         """``run_script(request)`` in a child; the commands in ``request.overrides``
         (the tools, ``help``, ``discover``) are called back here, the rest of the table
         must be the text tools, which the child has itself."""
-        from ..shell.context import duration_debug
+        from ..shell.exec_context import duration_debug
         from ..shell.execution import abort_result, grace, timeout_result
 
         start = time.monotonic()
