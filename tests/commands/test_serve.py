@@ -335,7 +335,8 @@ def test_a_cpu_bound_script_leaves_ping_and_cancel_answered(served: ServeClient)
     time.sleep(0.3)  # the script is in its regex by now
     started = time.monotonic()
     assert served.call("ping")["event"] == "pong"
-    assert time.monotonic() - started < 1.0  # a stalled loop would answer after the script
+    # a stalled loop would answer after the script (3 s); this one answers at once
+    assert time.monotonic() - started < 2.0, time.monotonic() - started
     assert not [e for e in served.others if e.get("id") == running]
     result = served.until(running, ("result", "error"))[-1]
     assert result["result"]["exit_code"] == 124 and result["result"]["error"] == "timeout"
@@ -346,6 +347,6 @@ def test_a_cpu_bound_script_leaves_ping_and_cancel_answered(served: ServeClient)
     served.call("cancel", target=running)
     error = served.until(running, ("result", "error"))[-1]
     assert error["event"] == "error" and error["error"]["code"] == "cancelled", error
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 5.0  # not the script's 20 s
     ok = served.call("script", commands="echo still here")
     assert ok["result"]["stdout"] == "still here\n"
