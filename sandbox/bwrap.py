@@ -89,6 +89,9 @@ class BwrapInvocation:
     #: bwrap's argv[0] (the executable is given apart); "": its path. A sandbox without
     #: a cgroup carries its host's tag there (`sandbox.lifeline.tag`).
     argv0: str = ""
+    #: An fd bwrap reads more arguments from (NUL-separated): what must not be seen on
+    #: its command line, which every process of the host can read (secrets' --setenv).
+    args_fd: int | None = None
 
 
 def _mount_args(op: MountOp) -> list[str]:
@@ -126,5 +129,7 @@ def build_argv(inv: BwrapInvocation, bwrap: str = "bwrap") -> list[str]:
     argv += ["--remount-ro", "/", "--chdir", inv.cwd]
     for key, value in sorted(inv.env.items()):
         argv += ["--setenv", key, value]
+    if inv.args_fd is not None:
+        argv += ["--args", str(inv.args_fd)]
     argv += ["--", *inv.command]
     return argv

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .errors import PolicyError
-from .policy import Bind, check_path
+from .policy import _ENV_KEY, RESERVED_DESTS, Bind, check_path, is_within
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,11 @@ class Command:
     #: The program starts the network forwarder itself (a worker: `worker_runtime`);
     #: else, under a network allowlist, the launch puts the forwarder in front of it.
     forwards_network: bool = False
+    #: Environment variables kept off bwrap's command line (secrets): bwrap reads them
+    #: from a memfd (``--args``); ``env`` and the policy's are on its command line.
+    private_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    #: Read-only files (mode 0444) written into the sandbox's root: path -> content.
+    files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
 
     def __post_init__(self) -> None:
         argv = tuple(self.argv)
@@ -37,3 +42,14 @@ class Command:
         for mask in self.masks:
             check_path(mask, "mask")
         check_path(self.cwd, "working directory")
+        for key, value in self.private_env.items():
+            if not _ENV_KEY.match(key) or not isinstance(value, str) or "\0" in value:
+                raise PolicyError(f"private environment variable {key!r} is not NAME=text")
+        object.__setattr__(self, "private_env", MappingProxyType(dict(self.private_env)))
+        for dest, content in self.files.items():
+            check_path(dest, "file")
+            if dest == "/" or any(is_within(dest, r) for r in RESERVED_DESTS if r != "/"):
+                raise PolicyError(f"file {dest} is inside a path the sandbox layout owns")
+            if not isinstance(content, str):
+                raise PolicyError(f"the content of file {dest} must be a string")
+        object.__setattr__(self, "files", MappingProxyType(dict(self.files)))

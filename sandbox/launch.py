@@ -239,10 +239,14 @@ def prepare_launch(
         status_read, status_write = os.pipe()
         opened += [status_read, status_write]
         own += [(seccomp_read, "seccomp"), (status_write, "status")]
-        for dest, content in etc_files.items():
+        for dest, content in {**etc_files, **command.files}.items():
             fd = _memfd(os.path.basename(dest), content)
             opened.append(fd)
             own.append((fd, dest))
+        if command.private_env:
+            fd = _memfd("args", _setenv_args(command.private_env))
+            opened.append(fd)
+            own.append((fd, "args"))
         numbers = {parent: first_own + i for i, (parent, _) in enumerate(own)}
 
         mounts: list[MountOp] = list(system_mounts(policy.network is not False))
@@ -278,6 +282,7 @@ def prepare_launch(
                 hostname=policy.hostname,
                 cwd=command.cwd,
                 argv0=lifeline.tag() if lease is not None else "",
+                args_fd=next((numbers[fd] for fd, what in own if what == "args"), None),
             ),
             bwrap=executable,
         )
@@ -319,6 +324,11 @@ def prepare_launch(
         if lease is not None:
             lease.release()
         raise
+
+
+def _setenv_args(env: Mapping[str, str]) -> str:
+    """``--setenv NAME VALUE`` for each, NUL-separated, as bwrap's ``--args`` reads them."""
+    return "".join(f"--setenv\0{key}\0{value}\0" for key, value in sorted(env.items()))
 
 
 def _with_network(policy: SandboxPolicy, command: Command, network: str | None) -> Command:

@@ -54,6 +54,13 @@ def test_fixed_hardening_is_always_present() -> None:
     assert "--share-net" not in argv
 
 
+def test_more_arguments_come_from_an_fd_after_the_environment() -> None:
+    argv = build_argv(invocation(args_fd=9))
+    tail = argv[argv.index("--setenv") :]
+    assert tail == ["--setenv", "PATH", "/usr/bin", "--args", "9", "--", "/bin/true"]
+    assert "--args" not in build_argv(invocation())
+
+
 def test_argv0_is_the_executable_unless_a_tag_is_given() -> None:
     assert build_argv(invocation(), bwrap="/usr/bin/bwrap")[0] == "/usr/bin/bwrap"
     tagged = build_argv(invocation(argv0="sandvisor-bwrap:ab12"), bwrap="/usr/bin/bwrap")
