@@ -22,6 +22,8 @@ _LAZY: dict[str, str] = {
     "CallEvent": "supervisor.workers.call_audit",
     "AuditStream": "supervisor.workers.call_audit",
     "WorkerUnavailable": "supervisor.workers.pool",
+    "ToolGroup": "supervisor.workers.groups",
+    "Secret": "supervisor.workers.secrets",
     "AsyncioSupervisor": "supervisor.hosting.asyncio_host",
     "SyncSupervisor": "supervisor.hosting.sync_host",
 }
@@ -33,9 +35,11 @@ __all__ = [
     "CallHandle",
     "DuplicateOperation",
     "Outcome",
+    "Secret",
     "Supervisor",
     "SupervisorError",
     "SyncSupervisor",
+    "ToolGroup",
     "WorkerUnavailable",
 ]
 assert sorted(__all__) == sorted(_LAZY)
@@ -45,8 +49,10 @@ if TYPE_CHECKING:
     from supervisor.hosting.sync_host import SyncSupervisor
     from supervisor.workers.call_audit import AuditStream, CallEvent
     from supervisor.workers.calls import CallHandle
+    from supervisor.workers.groups import ToolGroup
     from supervisor.workers.outcome import Outcome
     from supervisor.workers.pool import WorkerUnavailable
+    from supervisor.workers.secrets import Secret
     from supervisor.workers.supervisor import DuplicateOperation, Supervisor, SupervisorError
 
 

@@ -22,6 +22,7 @@ from types import TracebackType
 import anyio
 import msgspec
 
+from sandbox.netproxy.events import NetEvent
 from supervisor.workers.outcome import Outcome, Status
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,9 @@ class AuditStream:
 
 
 class AuditHub:
-    """Where call events go: subscribed streams, callbacks, and an optional log file."""
+    """Where call events go: subscribed streams, callbacks, and an optional log file.
+    The network proxy's `NetEvent`s go to the same log file (``"event": "net"``) and to
+    callbacks of their own."""
 
     def __init__(
         self,
@@ -150,6 +153,7 @@ class AuditHub:
     ) -> None:
         self._streams: set[AuditStream] = set()
         self._callbacks = list(callbacks)
+        self._network_callbacks: list[Callable[[NetEvent], None]] = []
         self._fd: int | None = None
         self.failure: str | None = None
         self.emitted = 0
@@ -177,16 +181,19 @@ class AuditHub:
         """True when an event would go anywhere (so callers can skip building it)."""
         return bool(self._fd is not None or self._callbacks or self._streams)
 
+    def add_network_callback(self, callback: Callable[[NetEvent], None]) -> Callable[[], None]:
+        """Hear every connection through the network proxy (`NetEvent`)."""
+        self._network_callbacks.append(callback)
+
+        def remove() -> None:
+            if callback in self._network_callbacks:
+                self._network_callbacks.remove(callback)
+
+        return remove
+
     def emit(self, event: CallEvent) -> None:
         self.emitted += 1
-        if self._fd is not None:
-            try:
-                data = encode_event(event)
-                if os.write(self._fd, data) != len(data):
-                    raise OSError("short write")
-            except OSError as exc:
-                self.failure = f"the audit log cannot be written: {exc}"
-                log.error("%s", self.failure)
+        self._write(event)
         for callback in self._callbacks:
             try:
                 callback(event)
@@ -194,6 +201,26 @@ class AuditHub:
                 log.exception("an audit callback failed")
         for stream in self._streams:
             stream._offer(event)
+
+    def emit_network(self, event: NetEvent) -> None:
+        """A connection's event: into the log file, and to the network callbacks."""
+        self._write(event)
+        for callback in self._network_callbacks:
+            try:
+                callback(event)
+            except Exception:
+                log.exception("a network audit callback failed")
+
+    def _write(self, event: CallEvent | NetEvent) -> None:
+        if self._fd is None:
+            return
+        try:
+            data = _encode(event) + b"\n"
+            if os.write(self._fd, data) != len(data):
+                raise OSError("short write")
+        except OSError as exc:
+            self.failure = f"the audit log cannot be written: {exc}"
+            log.error("%s", self.failure)
 
     def close(self) -> None:
         for stream in list(self._streams):

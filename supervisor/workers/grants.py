@@ -20,6 +20,7 @@ import msgspec
 from supervisor.ledger import StreamPolicy, ToolPolicy
 from supervisor.workers.launcher import Launcher, start_worker
 from supervisor.workers.pipes import PipeStream
+from supervisor.workers.secrets import Redactor
 from supervisor.workers.session import Capture
 from worker_runtime.protocol.errors import StateViolation
 from worker_runtime.protocol.limits import MAX_LINE_BYTES
@@ -137,7 +138,10 @@ def parse_description(data: bytes) -> list[ToolSpec]:
 
 
 async def describe(
-    launcher: Launcher, timeout: float, what: str = "the adapters"
+    launcher: Launcher,
+    timeout: float,
+    what: str = "the adapters",
+    redact: Redactor | None = None,
 ) -> list[ToolSpec]:
     """Run the describe command through ``launcher`` and parse what it writes to fd 4."""
     spawned, (to_worker, *host_ends) = await start_worker(launcher)
@@ -160,6 +164,8 @@ async def describe(
             raise DescribeError(f"describing {what} took longer than {timeout} s")
         if code != 0:
             detail = " | ".join(diagnostics.text().strip().splitlines()[-3:])
+            if redact is not None:  # what a worker printed may hold the group's secrets
+                detail = redact.text(detail)
             raise DescribeError(
                 f"describing {what} failed (exit status {code})" + (f": {detail}" if detail else "")
             )

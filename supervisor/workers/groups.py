@@ -8,13 +8,14 @@ overrides, stream redactors). The supervisor routes each call to its tool's grou
 workers of two groups never share a sandbox, a cgroup, a pool, a proxy endpoint or a
 secret. A group is configuration only: the running part is `supervisor.workers.group`.
 
-(A third kind of worker, a third-party MCP server run as a worker, fits beside
-``adapters`` and ``worker_argv``: exactly one of them says what runs.)
+Exactly one of ``adapters``, ``worker_argv`` and ``mcp_server`` (a third-party MCP
+server, run behind sandvisor's bridge inside the group's sandbox) says what runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 from sandbox import SandboxPolicy
 from supervisor.ledger import ToolPolicy
 from supervisor.workers.secrets import Delivery, SecretError, SecretSpec, check_names
-from worker_runtime.protocol.limits import MAX_SESSION_IDS
+from worker_runtime.protocol.limits import MAX_SESSION_IDS, is_id
 
 #: The group the one-group arguments of `Supervisor` make.
 DEFAULT_GROUP = "default"
@@ -50,6 +51,10 @@ class ToolGroup:
     name: str
     adapters: Sequence[str] = ()
     worker_argv: Sequence[str] | None = None
+    #: A third-party MCP server's command, run behind sandvisor's bridge in the sandbox.
+    mcp_server: Sequence[str] | None = None
+    #: Prefix of an MCP server's tool names (an id).
+    tool_prefix: str = ""
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     pool_size: int = 1
     pool_min: int | None = None
@@ -64,6 +69,9 @@ class ToolGroup:
     secrets_as: Delivery = "env"
     #: Per tool: the trusted function every chunk passes before anyone sees it.
     redactors: Mapping[str, Redactor] = field(default_factory=dict)
+    #: How long a cancelled call may take to acknowledge; None: the supervisor's (an MCP
+    #: server's group: `MCP_CANCEL_GRACE`, its bridge answers for it at once).
+    cancel_grace: float | None = None
 
     def __post_init__(self) -> None:
         def bad(message: str) -> ValueError:
@@ -72,8 +80,16 @@ class ToolGroup:
         if not isinstance(self.name, str) or not _GROUP_NAME.match(self.name):
             raise ValueError(f"group name {self.name!r} must be 1..64 characters of [a-z0-9._-]")
         adapters = [self.adapters] if isinstance(self.adapters, str) else list(self.adapters)
-        if bool(adapters) == (self.worker_argv is not None):
-            raise bad("give exactly one of adapters=[...] or worker_argv=[...]")
+        if isinstance(self.mcp_server, str):
+            raise bad("mcp_server is the server's argv, a list of strings")
+        kinds = (bool(adapters), self.worker_argv is not None, self.mcp_server is not None)
+        if sum(kinds) != 1:
+            raise bad("give exactly one of adapters=[...], worker_argv=[...] or mcp_server=[...]")
+        if self.tool_prefix and (self.mcp_server is None or not is_id(self.tool_prefix)):
+            raise bad("tool_prefix is for mcp_server, and must be an id ([a-z0-9._-])")
+        grace = self.cancel_grace
+        if grace is not None and not (isinstance(grace, int | float) and 0 <= grace < math.inf):
+            raise bad("cancel_grace must be a number of seconds >= 0")
         if self.worker_argv is not None and not self.tools:
             raise bad("worker_argv needs tools=[ToolPolicy(...)] for what it serves")
         if not isinstance(self.policy, SandboxPolicy):
@@ -107,6 +123,7 @@ class ToolGroup:
         set_ = object.__setattr__
         set_(self, "adapters", tuple(adapters))
         set_(self, "worker_argv", None if self.worker_argv is None else tuple(self.worker_argv))
+        set_(self, "mcp_server", None if self.mcp_server is None else tuple(self.mcp_server))
         set_(self, "pool_min", self.pool_size if self.pool_min is None else self.pool_min)
         set_(self, "max_calls_per_worker", per_worker)
         set_(self, "tools", tuple(self.tools))

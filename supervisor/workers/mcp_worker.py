@@ -79,6 +79,7 @@ def bridge_command(
         env=base.env,
         masks=base.masks,
         cwd=base.cwd,
+        forwards_network=True,  # the bridge starts the loopback forwarder itself
     )
 
 

@@ -12,28 +12,36 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import psutil
 
 from sandbox import (
     Command,
+    LaunchError,
     Sandbox,
     SandboxPolicy,
     Spawner,
     prepare_launch,
     worker_command,
 )
+from sandbox.netproxy.server import CallTag, Endpoint, ProxyServer
 from supervisor._loop import run_in_daemon_thread
 from supervisor.workers.launcher import SpawnedWorker
 
+if TYPE_CHECKING:
+    from supervisor.workers.session import Session
+
 
 class SandboxedWorker:
-    """A `SpawnedWorker` backed by a `sandbox.Sandbox`."""
+    """A `SpawnedWorker` backed by a `sandbox.Sandbox` (and its proxy endpoint, if its
+    policy has a network allowlist: closed, its socket removed, with the cleanup)."""
 
-    __slots__ = ("_sandbox", "_termination")
+    __slots__ = ("_endpoint", "_sandbox", "_termination")
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, endpoint: Endpoint | None = None) -> None:
         self._sandbox = sandbox
+        self._endpoint = endpoint
         self._termination: str | None = None
 
     @property
@@ -69,29 +77,111 @@ class SandboxedWorker:
 
     async def cleanup(self) -> None:
         """Reap, prove and remove in a daemon thread: a loop stopped meanwhile must not
-        keep the interpreter from exiting (the host's death takes the sandbox down)."""
-        await run_in_daemon_thread(self._sandbox.cleanup, "sandvisor-cleanup")
+        keep the interpreter from exiting (the host's death takes the sandbox down).
+        Then the proxy endpoint goes: its connections end, its socket is removed."""
+        try:
+            await run_in_daemon_thread(self._sandbox.cleanup, "sandvisor-cleanup")
+        finally:
+            if self._endpoint is not None:
+                self._endpoint.close()
+
+
+class SessionCalls:
+    """The calls in flight on one session, as the network proxy charges them: bound to
+    the session once it exists (it spawns its worker after that)."""
+
+    __slots__ = ("session",)
+
+    def __init__(self) -> None:
+        self.session: Session | None = None
+
+    @property
+    def label(self) -> str | None:
+        return None if self.session is None else self.session.id
+
+    def __call__(self) -> tuple[CallTag, ...]:
+        session = self.session
+        if session is None:
+            return ()
+        return tuple(CallTag(tool, rid) for tool, rid in session.calls_in_flight())
 
 
 class SandboxLauncher:
-    """Starts ``command`` in ``policy``'s sandbox, from ``spawner``'s thread."""
+    """Starts ``command`` in ``policy``'s sandbox, from ``spawner``'s thread. A policy
+    with a network allowlist needs ``proxy``: each sandbox gets an endpoint of its own,
+    labelled with ``group`` and charging the calls ``calls`` says are in flight."""
 
-    def __init__(self, policy: SandboxPolicy, command: Command, spawner: Spawner) -> None:
+    def __init__(
+        self,
+        policy: SandboxPolicy,
+        command: Command,
+        spawner: Spawner,
+        *,
+        proxy: ProxyServer | None = None,
+        group: str | None = None,
+        calls: SessionCalls | None = None,
+    ) -> None:
         self.policy = policy
         self.command = command
         self._spawner = spawner
+        self._proxy = proxy
+        self._group = group
+        self._calls = calls
 
     async def spawn(self, fd_in: int, fd_out: int, stdout: int, stderr: int) -> SpawnedWorker:
-        plan = prepare_launch(self.policy, self.command, fds={3: fd_in, 4: fd_out})
-        sandbox = await self._spawner.spawn_async(
-            plan, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+        endpoint = await self._endpoint()
+        try:
+            plan = prepare_launch(
+                self.policy,
+                self.command,
+                fds={3: fd_in, 4: fd_out},
+                network=None if endpoint is None else endpoint.directory,
+            )
+            sandbox = await self._spawner.spawn_async(
+                plan, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+            )
+        except BaseException:
+            if endpoint is not None:
+                endpoint.close()
+            raise
+        return SandboxedWorker(sandbox, endpoint)
+
+    async def _endpoint(self) -> Endpoint | None:
+        allowlist = self.policy.allowlist
+        if allowlist is None:
+            return None
+        if self._proxy is None:  # fail closed: never a sandbox without its way out
+            raise LaunchError("the policy has a network allowlist, but no proxy runs for it")
+        calls = self._calls
+        return await self._proxy.open(
+            allowlist,
+            group=self._group,
+            sandbox=None if calls is None else calls.label,
+            calls=calls if calls is not None else (lambda: ()),
         )
-        return SandboxedWorker(sandbox)
 
     def with_args(self, *extra: str) -> SandboxLauncher:
         """The same sandbox and program with more arguments (e.g. ``--describe``)."""
         changed = dataclasses.replace(self.command, argv=(*self.command.argv, *extra))
-        return SandboxLauncher(self.policy, changed, self._spawner)
+        return self._copy(command=changed)
+
+    def for_session(self, calls: SessionCalls) -> SandboxLauncher:
+        """The same launcher for one session, whose calls its endpoint charges."""
+        return self._copy(calls=calls)
+
+    def with_command(self, **changes: object) -> SandboxLauncher:
+        """The same launcher with the command's fields changed (secrets' delivery)."""
+        return self._copy(command=dataclasses.replace(self.command, **changes))  # type: ignore[arg-type]
+
+    def _copy(self, **changes: object) -> SandboxLauncher:
+        fields: dict[str, object] = {
+            "proxy": self._proxy,
+            "group": self._group,
+            "calls": self._calls,
+        }
+        command = changes.pop("command", self.command)
+        fields.update(changes)
+        return SandboxLauncher(self.policy, command, self._spawner, **fields)  # type: ignore[arg-type]
 
 
 def _zombie(process: psutil.Process) -> bool:

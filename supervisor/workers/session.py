@@ -33,6 +33,7 @@ from supervisor._fdwrite import write_now
 from supervisor._loop import Signal, current_loop
 from supervisor.workers.launcher import Launcher, SpawnedWorker, start_worker
 from supervisor.workers.pipes import PipeStream
+from supervisor.workers.secrets import Redactor
 from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
 from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE, CallEnd, CallWatch, CancelReason
 from worker_runtime.protocol.bootstrap import encode_bootstrap
@@ -91,6 +92,9 @@ class SessionConfig:
     close_timeout: float = 2.0
     reap_timeout: float = 5.0
     keep_diagnostics: int = KEEP_DIAGNOSTICS
+    #: What the worker says passes it before anything else sees it (a tool group's
+    #: secrets: chunks, results, error texts, reconcile answers, start diagnostics).
+    redact: Redactor | None = None
 
 
 class CallListener(Protocol):
@@ -310,10 +314,16 @@ class Session:
         if not started:
             raise SessionStartError(self._start_failure())
 
+    def calls_in_flight(self) -> list[tuple[str, str]]:
+        """(tool, rid) of each call in flight (the network proxy charges them)."""
+        return [(call.tool, call.rid) for call in self._calls.values()]
+
     def _start_failure(self) -> str:
         why = self.end_reason or "unknown"
         detail = self.stderr.text().strip().splitlines()[-3:]
         tail = f"; worker stderr: {' | '.join(detail)}" if detail else ""
+        if self.config.redact is not None:
+            tail = self.config.redact.text(tail)
         return f"the worker did not become ready ({why}, exit status {self.returncode}){tail}"
 
     async def _teardown(self, spawned: SpawnedWorker, streams: tuple[PipeStream, ...]) -> None:
@@ -653,8 +663,10 @@ class Session:
             call = self._calls.get(event.rid)
             if call is not None:
                 call.chunks += 1
+                redact = self.config.redact
+                text = event.text if redact is None else redact.text(event.text)
                 try:
-                    call.listener.on_chunk(event.index, event.text)
+                    call.listener.on_chunk(event.index, text)
                 except Exception:
                     log.exception("session %s: chunk listener failed", self.id)
         elif kind is CancelUnsupported:
@@ -668,7 +680,8 @@ class Session:
             assert isinstance(event, ReconcileAnswered)
             waiting = self._reconciles.get(event.rid)
             if waiting is not None:
-                waiting[1].append(event.status)
+                redact = self.config.redact
+                waiting[1].append(event.status if redact is None else redact.status(event.status))
                 waiting[0].set()
         elif kind is WorkerReady and self.state == "new":
             assert isinstance(event, WorkerReady)
@@ -692,19 +705,21 @@ class Session:
             self._end(call, CallEnd(kind="indeterminate", at=now, reason="deadline"))
             self.kill("deadline")
             return
+        redact = self.config.redact
         if isinstance(event, ResultReceived):
+            value = event.payload.value
             end = CallEnd(
                 kind="result",
                 at=now,
-                value=event.payload.value,
+                value=value if redact is None else redact.value(value),
                 output_bytes=payload_size(event.payload),
             )
         else:
             end = CallEnd(
                 kind="error",
                 at=now,
-                code=event.code,
-                message=event.message,
+                code=event.code if redact is None else redact.text(event.code),
+                message=event.message if redact is None else redact.text(event.message),
                 retryable=event.retryable,
                 output_bytes=len(event.message.encode()),
             )

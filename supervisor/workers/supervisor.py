@@ -18,15 +18,18 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import msgspec
 
 from sandbox import SandboxPolicy, Spawner
+from sandbox.netproxy.events import NetEvent
+from sandbox.netproxy.server import ProxyServer
 from supervisor._loop import current_loop
 from supervisor.ledger import (
     AuditEvent,
@@ -42,11 +45,11 @@ from supervisor.ledger.audit import TERMINAL_KINDS
 from supervisor.ledger.policy import check_id
 from supervisor.workers.call_audit import AuditHub, AuditStream, CallEvent
 from supervisor.workers.calls import CallHandle, ChunkCallback, SupervisedCall
-from supervisor.workers.grants import describe, grant_for, merge_policies
-from supervisor.workers.mcp_worker import MCP_CANCEL_GRACE, bridge_command, script_output
+from supervisor.workers.group import GroupRuntime
+from supervisor.workers.groups import DEFAULT_GROUP, ToolGroup, check_groups, route
+from supervisor.workers.mcp_worker import script_output
 from supervisor.workers.outcome import Outcome
 from supervisor.workers.pool import Pool, WorkerUnavailable
-from supervisor.workers.sandboxed import SandboxLauncher, program_command, python_worker_command
 from supervisor.workers.session import Session, SessionConfig, SessionUnusable
 from supervisor.workers.tool_callbacks import (
     Decoder,
@@ -56,9 +59,7 @@ from supervisor.workers.tool_callbacks import (
     from_any_loop,
 )
 from supervisor.workers.tool_inputs import InputChecker
-from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE
 from worker_runtime.protocol.errors import Refused
-from worker_runtime.protocol.limits import MAX_SESSION_IDS, is_id
 from worker_runtime.protocol.messages import (
     CancelledState,
     Failed,
@@ -92,10 +93,16 @@ class DuplicateOperation(SupervisorError):
 class Supervisor:
     """Runs tool calls in pooled, sandboxed workers, one `Outcome` per call.
 
-    ``adapters``: ``MODULE:ATTR`` registries for ``python -m worker_runtime`` (their tools
-    are described in a sandbox at start); or ``worker_argv``: any program speaking the
-    protocol on fds 3/4, which then needs ``tools`` (`ToolPolicy` per tool). ``tools``
-    also overrides the defaults of described tools. Use as ``async with``.
+    ``groups``: `ToolGroup` values, each with its tools, sandbox policy (binds, network
+    allowlist, limits), pool, secrets and overrides; each call goes to its tool's group,
+    and two groups' workers share nothing. The one-group arguments are the shorthand for
+    a group named ``default``: ``adapters``: ``MODULE:ATTR`` registries for ``python -m
+    worker_runtime`` (their tools are described in a sandbox at start); or
+    ``worker_argv``: any program speaking the protocol on fds 3/4, which then needs
+    ``tools`` (`ToolPolicy` per tool). ``tools`` also overrides the defaults of described
+    tools; ``redactors`` maps a tool to the function its chunks pass. ``on_network``
+    hears each connection of a sandbox through the network proxy (`NetEvent`, also in
+    the audit log). Use as ``async with``.
     """
 
     def __init__(
@@ -123,40 +130,57 @@ class Supervisor:
         retry_backoff: float = 0.05,
         reconcile_timeout: float = 5.0,
         frame_timeout: float | None = 5.0,
+        groups: Sequence[ToolGroup] = (),
+        redactors: Mapping[str, Callable[[str], str]] | None = None,
+        on_network: Callable[[NetEvent], None] | None = None,
     ) -> None:
-        if isinstance(adapters, str):
-            adapters = [adapters]
-        if isinstance(mcp_server, str):
-            raise ValueError("mcp_server is the server's argv, a list of strings")
-        if sum((bool(adapters), worker_argv is not None, mcp_server is not None)) != 1:
-            raise ValueError(
-                "give exactly one of adapters=[...], worker_argv=[...] or mcp_server=[...]"
-            )
-        if tool_prefix and (mcp_server is None or not is_id(tool_prefix)):
-            raise ValueError("tool_prefix is for mcp_server, and must be an id ([a-z0-9._-])")
-        if cancel_grace is None:
-            cancel_grace = MCP_CANCEL_GRACE if mcp_server is not None else DEFAULT_CANCEL_GRACE
-        if worker_argv is not None and not tools:
-            raise ValueError("worker_argv needs tools=[ToolPolicy(...)] for what it serves")
-        if not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError("pool_size must be an int >= 1")
-        if pool_min is not None and not 0 <= pool_min <= pool_size:
-            raise ValueError("pool_min must be between 0 and pool_size")
-        if not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise ValueError("max_in_flight must be an int >= 1")
-        # every call in flight keeps an id free for its cancel: rid + cid per call
-        id_budget = (MAX_SESSION_IDS - 2 * max_in_flight) // 2
-        if max_calls_per_worker is None:  # as many as the session's ids allow
-            max_calls_per_worker = id_budget
-        if not isinstance(max_calls_per_worker, int) or not 1 <= max_calls_per_worker <= id_budget:
-            raise ValueError(f"max_calls_per_worker must be in 1..{id_budget}")
+        one_group = {
+            "adapters": bool(adapters),
+            "policy": policy is not None,
+            "pool_size": pool_size != 1,
+            "max_in_flight": max_in_flight != 1,
+            "worker_argv": worker_argv is not None,
+            "mcp_server": mcp_server is not None,
+            "tool_prefix": bool(tool_prefix),
+            "tools": bool(tools),
+            "pool_min": pool_min is not None,
+            "max_calls_per_worker": max_calls_per_worker is not None,
+            "redactors": bool(redactors),
+        }
+        if groups:
+            given = [name for name, set_ in one_group.items() if set_]
+            if given:
+                raise ValueError(
+                    f"give groups=[...] or the one-group arguments, not both ({', '.join(given)} "
+                    "belong in a ToolGroup)"
+                )
+        else:
+            groups = [
+                ToolGroup(
+                    DEFAULT_GROUP,
+                    adapters=adapters,
+                    worker_argv=worker_argv,
+                    mcp_server=mcp_server,
+                    tool_prefix=tool_prefix,
+                    policy=policy if policy is not None else SandboxPolicy(),
+                    pool_size=pool_size,
+                    pool_min=pool_min,
+                    max_in_flight=max_in_flight,
+                    max_calls_per_worker=max_calls_per_worker,
+                    tools=tools,
+                    redactors=redactors or {},
+                )
+            ]
+        self.groups: dict[str, ToolGroup] = {g.name: g for g in check_groups(groups)}
         for name, value in (
             ("acquire_timeout", acquire_timeout),
             ("start_timeout", start_timeout),
             ("reconcile_timeout", reconcile_timeout),
         ):
             _check_seconds(name, value)
-        if not (isinstance(cancel_grace, int | float) and 0 <= cancel_grace < math.inf):
+        if cancel_grace is not None and not (
+            isinstance(cancel_grace, int | float) and 0 <= cancel_grace < math.inf
+        ):
             raise ValueError("cancel_grace must be a number of seconds >= 0")
         for name, maybe in (
             ("session_lifetime", session_lifetime),
@@ -165,32 +189,26 @@ class Supervisor:
         ):
             if maybe is not None:
                 _check_seconds(name, maybe)
-        self.adapters = list(adapters)
-        self.worker_argv = None if worker_argv is None else list(worker_argv)
-        self.mcp_server = None if mcp_server is None else list(mcp_server)
-        self.tool_prefix = tool_prefix
-        self.policy = policy if policy is not None else SandboxPolicy()
-        self.pool_size = pool_size
-        self.pool_min = pool_size if pool_min is None else pool_min
-        self.max_in_flight = max_in_flight
-        self.max_calls_per_worker = max_calls_per_worker
         self.acquire_timeout = acquire_timeout
-        self.cancel_grace = float(cancel_grace)
+        #: None: each group's kind decides (`DEFAULT_CANCEL_GRACE`, an MCP server's less)
+        self.cancel_grace = None if cancel_grace is None else float(cancel_grace)
         self.start_timeout = start_timeout
         self.session_lifetime = session_lifetime
         self.ping_interval = ping_interval
         self.retry_backoff = retry_backoff
         self.reconcile_timeout = reconcile_timeout
         self.frame_timeout = frame_timeout
-        self._tools = list(tools)
         self._max_pending = max_pending
         self._ledger_path = ledger_path
         self._audit = AuditHub(audit_log, () if on_audit is None else (on_audit,))
+        if on_network is not None:
+            self._audit.add_network_callback(on_network)
         self._policies: dict[str, ToolPolicy] = {}
         self._specs: dict[str, ToolSpec] = {}
         self._inputs = InputChecker(())
         self._ledger: Ledger | None = None
-        self._pool: Pool | None = None
+        self._runtimes: dict[str, GroupRuntime] = {}
+        self._home: dict[str, GroupRuntime] = {}  # tool -> its group
         self._spawner: Spawner | None = None
         self._nursery: anyio.abc.TaskGroup | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
@@ -214,54 +232,42 @@ class Supervisor:
         self._now = now = current_loop().now
         self._expiry_kick = anyio.Event()
         spawner = self._spawner = Spawner("sandvisor-supervisor").start()
+        nursery = self._nursery = anyio.create_task_group()
+        await nursery.__aenter__()
         try:
-            launcher, describer = self._launchers(spawner)
-            described = None
-            if describer is not None:
-                what = "the MCP server" if self.mcp_server is not None else "the adapters"
-                described = await describe(describer, self.start_timeout, what)
-            self._policies = merge_policies(described, self._tools)
+            proxy = None
+            if any(group.policy.allowlist is not None for group in self.groups.values()):
+                proxy = await nursery.start(ProxyServer(self._on_network).run)
+            runtimes = self._runtimes = {
+                name: GroupRuntime(group, spawner, proxy, self.start_timeout)
+                for name, group in self.groups.items()
+            }
+            for runtime in runtimes.values():  # one at a time: a failure says which
+                await runtime.describe(self.start_timeout)
+            homes = route({name: rt.policies for name, rt in runtimes.items()})
+            self._home = {tool: runtimes[group] for tool, group in homes.items()}
+            self._policies = {t: rt.policies[t] for t, rt in self._home.items()}
             if not self._policies:
                 raise SupervisorError("the workers serve no tools")
-            by_name = {spec.name: spec for spec in described or ()}
-            self._specs = {
-                name: by_name.get(name) or ToolSpec(name, policy.format)
-                for name, policy in self._policies.items()
-            }
+            self._specs = {t: rt.specs[t] for t, rt in self._home.items()}
             self._inputs = InputChecker(self._specs.values())
             ledger = self._ledger = Ledger(self._max_pending, self._ledger_path, clock=now)
-            for tool_policy in self._policies.values():
-                ledger.register_external_tool(tool_policy)
+            for tool, runtime in self._home.items():
+                ledger.register_external_tool(
+                    self._policies[tool], redactor=runtime.group.redactors.get(tool)
+                )
             for info in ledger.indeterminate():  # recovered from a durable journal
                 self._indeterminate[info.id] = ledger.deadline(info.id)
-            config = SessionConfig(
-                grants=tuple(
-                    grant_for(p, self.max_calls_per_worker) for p in self._policies.values()
-                ),
-                max_in_flight=self.max_in_flight,
+            base = SessionConfig(
+                grants=(),
                 start_timeout=self.start_timeout,
-                cancel_grace=self.cancel_grace,
                 lifetime=self.session_lifetime,
                 ping_interval=self.ping_interval,
                 frame_timeout=self.frame_timeout,
             )
             margin = 0.0 if self.session_lifetime is None else min(60.0, self.session_lifetime / 10)
-            self._pool = Pool(
-                lambda on_dead: Session(launcher, config, on_dead=on_dead),
-                size=self.pool_size,
-                min_size=self.pool_min,
-                max_in_flight=self.max_in_flight,
-                max_calls=self.max_calls_per_worker,
-                retire_margin=margin,
-            )
-            nursery = self._nursery = anyio.create_task_group()
-            await nursery.__aenter__()
-        except BaseException:
-            self._close_resources()
-            self._state = "closed"
-            raise
-        try:
-            await nursery.start(self._pool.run)
+            for runtime in runtimes.values():
+                await nursery.start(runtime.make_pool(base, margin, self.cancel_grace).run)
             nursery.start_soon(self._expire_indeterminate)
         except BaseException:
             nursery.cancel_scope.cancel()
@@ -283,12 +289,17 @@ class Supervisor:
         if self._state != "running":
             return
         self._state = "closing"
-        assert self._nursery is not None and self._pool is not None
+        assert self._nursery is not None
+        pools = [runtime.pool for runtime in self._runtimes.values()]
         with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_TIMEOUT):
             for handle in list(self._handles):
                 handle.request_cancel()
-            await self._pool.cancel_calls()  # every call in flight, whoever awaits it
-            await self._pool.aclose()
+            async with anyio.create_task_group() as group:  # every call, whoever awaits it
+                for pool in pools:
+                    group.start_soon(pool.cancel_calls)
+            async with anyio.create_task_group() as group:
+                for pool in pools:
+                    group.start_soon(pool.aclose)
         self._nursery.cancel_scope.cancel()  # kills whatever the graceful part left
         try:
             await self._nursery.__aexit__(None, None, None)
@@ -296,29 +307,23 @@ class Supervisor:
             self._close_resources()
             self._state = "closed"
 
-    def _launchers(self, spawner: Spawner) -> tuple[SandboxLauncher, SandboxLauncher | None]:
-        """The kind of worker: its launcher, and the one that describes its tools."""
-        if self.worker_argv is not None:
-            return SandboxLauncher(self.policy, program_command(self.worker_argv), spawner), None
-        if self.mcp_server is not None:
-            # the bridge's own bound comes first, so its one line says why
-            bound = max(0.5, min(self.start_timeout * 0.8, self.start_timeout - 1.5))
+    def _on_network(self, event: NetEvent) -> None:
+        """A connection of a group's sandbox ended: into the audit, the group's secrets
+        redacted (a host name or a detail could carry one)."""
+        runtime = self._runtimes.get(event.group or "")
+        if runtime is not None and runtime.redactor is not None:
+            redact = runtime.redactor.text
+            event = msgspec.structs.replace(
+                event,
+                host=None if event.host is None else redact(event.host),
+                detail=None if event.detail is None else redact(event.detail),
+            )
+        self._audit.emit_network(event)
 
-            def bridge(describe: bool) -> SandboxLauncher:
-                assert self.mcp_server is not None
-                command = bridge_command(
-                    self.mcp_server,
-                    describe=describe,
-                    prefix=self.tool_prefix,
-                    start_timeout=bound,
-                    path=self.policy.env.get("PATH"),
-                    exclude=[b.dest for b in self.policy.binds],
-                )
-                return SandboxLauncher(self.policy, command, spawner)
-
-            return bridge(False), bridge(True)
-        launcher = SandboxLauncher(self.policy, python_worker_command(self.adapters), spawner)
-        return launcher, launcher.with_args("--describe")
+    def add_network_callback(self, callback: Callable[[NetEvent], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every connection of a sandbox through the proxy
+        (`NetEvent`, allowed or refused); returns the unsubscriber."""
+        return self._audit.add_network_callback(callback)
 
     def _close_resources(self) -> None:
         if self._spawner is not None:
@@ -352,9 +357,76 @@ class Supervisor:
 
     @property
     def pool(self) -> Pool:
-        if self._pool is None:
+        """The pool of the only group (with several, `group` gives each one's)."""
+        if not self._runtimes:
             raise SupervisorError("the supervisor is not started")
-        return self._pool
+        if len(self._runtimes) > 1:
+            raise SupervisorError(
+                f"this supervisor serves {len(self._runtimes)} groups; ask sup.group(NAME).pool"
+            )
+        return next(iter(self._runtimes.values())).pool
+
+    # The one-group arguments, read back (a supervisor with several groups has none).
+
+    @property
+    def adapters(self) -> list[str]:
+        return list(self._only_group().adapters)
+
+    @property
+    def worker_argv(self) -> list[str] | None:
+        argv = self._only_group().worker_argv
+        return None if argv is None else list(argv)
+
+    @property
+    def mcp_server(self) -> list[str] | None:
+        server = self._only_group().mcp_server
+        return None if server is None else list(server)
+
+    @property
+    def tool_prefix(self) -> str:
+        return self._only_group().tool_prefix
+
+    @property
+    def policy(self) -> SandboxPolicy:
+        return self._only_group().policy
+
+    @property
+    def pool_size(self) -> int:
+        return self._only_group().pool_size
+
+    @property
+    def pool_min(self) -> int | None:
+        return self._only_group().pool_min
+
+    @property
+    def max_in_flight(self) -> int:
+        return self._only_group().max_in_flight
+
+    @property
+    def max_calls_per_worker(self) -> int:
+        return self._only_group().calls_per_worker
+
+    def _only_group(self) -> ToolGroup:
+        if len(self.groups) > 1:
+            raise SupervisorError(
+                f"this supervisor serves {len(self.groups)} groups; read sup.groups[NAME]"
+            )
+        return next(iter(self.groups.values()))
+
+    def group(self, name: str) -> GroupRuntime:
+        """A running group (its `ToolGroup`, tools, pool), by name."""
+        runtime = self._runtimes.get(name)
+        if runtime is None:
+            known = ", ".join(sorted(self.groups)) or "none started"
+            raise SupervisorError(f"no group {name!r} (groups: {known})")
+        return runtime
+
+    def group_of(self, tool: str) -> str:
+        """The name of the group that serves ``tool``."""
+        runtime = self._home.get(tool)
+        if runtime is None:
+            raise SupervisorError(f"no group serves {tool!r}")
+        return runtime.name
 
     @property
     def loop_token(self) -> anyio.lowlevel.EventLoopToken:
@@ -379,7 +451,7 @@ class Supervisor:
         policy = self._policies.get(tool)
         if policy is None:
             raise ValueError(f"the supervisor has no tool {tool!r}")
-        if decode is None and self.mcp_server is not None:
+        if decode is None and self._home[tool].group.mcp_server is not None:
             decode = script_output  # an MCP tool's text answer prints as text
         invoke = from_any_loop(
             self.loop_token,
@@ -495,8 +567,7 @@ class Supervisor:
 
     async def _drive(self, call: SupervisedCall) -> Outcome:
         """Queue, claim, dispatch, supervise (and retry) one call to its `Outcome`."""
-        pool = self._pool
-        assert pool is not None
+        pool = self._home[call.tool].pool  # the ledger refused a tool nobody serves
         try:
             while not call.resolved:
                 session = pool.take(self._now())  # a free slot at once, or wait in line
@@ -528,7 +599,7 @@ class Supervisor:
         if call.deadline is not None:
             limit = min(limit, call.deadline)
         try:
-            return await self.pool.acquire(limit)
+            return await self._home[call.tool].pool.acquire(limit)
         except WorkerUnavailable as exc:
             if call.deadline is not None and self._now() >= call.deadline:
                 self._resolve_undispatched(call, "deadline")
@@ -569,7 +640,7 @@ class Supervisor:
             )
         except Refused as exc:
             if exc.code in _SESSION_EXHAUSTED:
-                self.pool.retire(session)
+                self._home[call.tool].pool.retire(session)
             else:  # the call itself breaks the grant: the worker never saw it
                 call.resolve(
                     ledger.fail(call.op_id, f"refused by the host: {exc}"), error_code=exc.code
@@ -659,13 +730,17 @@ class Supervisor:
         if done is not None:
             return done
         info = ledger.status(op_id)
-        session = await self.pool.acquire(self._now() + self.acquire_timeout)
+        home = self._home.get(info.tool)
+        if home is None:  # recovered from a journal, and no group serves it now
+            raise SupervisorError(f"no group serves {info.tool!r} to reconcile operation {op_id}")
+        pool = home.pool
+        session = await pool.acquire(self._now() + self.acquire_timeout)
         try:
             status = await session.reconcile(
                 info.tool, info.idempotency_key, self.reconcile_timeout
             )
         finally:
-            self.pool.release(session)
+            pool.release(session)
         return ledger.reconcile(op_id, _reconcile_status(status))
 
     def _hold_key(self, tool: str, key: str, op_id: int) -> None:

@@ -38,7 +38,7 @@ async def supervisor(*, check_fds: bool = True, **kwargs: Any) -> AsyncIterator[
     """A started supervisor; after it closed, no process of any of its sandboxes lives
     and (once the sandbox's one-time fd set-up happened in this process) no fd leaked."""
     global _launched_before
-    if "adapters" not in kwargs and "worker_argv" not in kwargs:
+    if not {"adapters", "worker_argv", "groups"} & kwargs.keys():
         kwargs["adapters"] = [ADAPTERS]
     kwargs.setdefault("ping_interval", None)
     fds = fd_table()
@@ -54,7 +54,8 @@ async def supervisor(*, check_fds: bool = True, **kwargs: Any) -> AsyncIterator[
 
 
 def assert_no_survivors(sup: Supervisor) -> None:
-    sessions = list(sup.pool.history) + list(sup.pool.sessions)
+    pools = [sup.group(name).pool for name in sup.groups]
+    sessions = [s for pool in pools for s in (*pool.history, *pool.sessions)]
     alive = {s.id: s.survivors() for s in sessions}
     assert not any(alive.values()), f"sandbox processes survive: {alive}"
 

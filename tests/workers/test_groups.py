@@ -37,6 +37,10 @@ def test_a_group_fills_in_its_defaults() -> None:
         ({"secrets": {"OK": 42}}, "secret OK: expected a string or a Secret"),
         ({"secrets_as": "socket"}, "secrets_as must be 'env' or 'file'"),
         ({"policy": "open"}, "policy must be a SandboxPolicy"),
+        ({"mcp_server": "npx server"}, "mcp_server is the server's argv"),
+        ({"mcp_server": ["npx", "server"]}, "give exactly one of adapters=.*mcp_server"),
+        ({"tool_prefix": "fs"}, "tool_prefix is for mcp_server"),
+        ({"cancel_grace": -1}, "cancel_grace must be a number of seconds >= 0"),
     ],
 )
 def test_bad_groups_say_what_is_wrong(kwargs: dict[str, object], words: str) -> None:
