@@ -17,6 +17,8 @@ from typing import Any
 
 from sandbox.cli_exec import parse_size
 from sandbox.policy import SandboxPolicy
+from supervisor.workers.config_file import ConfigError, load_groups
+from supervisor.workers.groups import ToolGroup
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -112,7 +114,25 @@ def add_supervisor_options(parser: argparse.ArgumentParser, *, adapters_required
     add(
         "--audit-log",
         metavar="FILE",
-        help="append one JSON line per sandboxed call to FILE (the call's audit event)",
+        help="append one JSON line per sandboxed call to FILE (the call's audit event), "
+        "and one per connection of a sandbox through the network proxy",
+    )
+    add(
+        "--config",
+        metavar="FILE",
+        help="tool groups from a TOML file (docs/groups.md): each with its adapters, "
+        "sandbox, network allowlist, secrets and pool; instead of --adapters and the "
+        "options above",
+    )
+    parser.set_defaults(
+        one_group_defaults={
+            "--adapters": [],
+            "--pool-size": 2,
+            "--max-in-flight": 1,
+            "--network": False,
+            "--memory": defaults.memory_bytes,
+            "--pids": defaults.pids,
+        }
     )
 
 
@@ -120,14 +140,43 @@ def policy_from(args: argparse.Namespace) -> SandboxPolicy:
     return SandboxPolicy(network=args.network, memory_bytes=args.memory, pids=args.pids)
 
 
+def has_sandboxed_tools(args: argparse.Namespace) -> bool:
+    """Whether the options ask for sandboxed workers (``--adapters`` or ``--config``)."""
+    return bool(args.adapters or getattr(args, "config", None))
+
+
+def config_groups(args: argparse.Namespace) -> list[ToolGroup] | None:
+    """The groups of ``--config FILE`` (None without it). Raises `ConfigError` (one line:
+    the key and what was expected), also when one-group options come with it."""
+    if not getattr(args, "config", None):
+        return None
+    defaults = getattr(args, "one_group_defaults", {})
+    given = [flag for flag, value in defaults.items() if getattr(args, _dest(flag)) != value]
+    if given:
+        raise ConfigError(
+            f"--config names the groups; {', '.join(given)} cannot go with it "
+            "(set them in the file)"
+        )
+    return load_groups(args.config)
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
 def supervisor_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """`Supervisor` keyword arguments from `add_supervisor_options`' options."""
-    kwargs: dict[str, Any] = {
-        "adapters": list(args.adapters),
-        "policy": policy_from(args),
-        "pool_size": args.pool_size,
-        "max_in_flight": args.max_in_flight,
-    }
+    groups = config_groups(args)
+    kwargs: dict[str, Any] = (
+        {"groups": groups}
+        if groups is not None
+        else {
+            "adapters": list(args.adapters),
+            "policy": policy_from(args),
+            "pool_size": args.pool_size,
+            "max_in_flight": args.max_in_flight,
+        }
+    )
     if args.cancel_grace is not None:
         kwargs["cancel_grace"] = args.cancel_grace
     if args.audit_log:

@@ -307,9 +307,11 @@ def run(args: argparse.Namespace) -> int:
         EXIT_OK,
         EXIT_USAGE,
         fail,
+        has_sandboxed_tools,
         supervisor_kwargs,
     )
     from supervisor.commands.script import scripted_for_cli
+    from supervisor.workers.config_file import ConfigError
 
     if args.deadline is not None and not 0 < args.deadline < math.inf:
         return fail("mcp", "--deadline must be a positive number of seconds", EXIT_USAGE)
@@ -328,7 +330,10 @@ def run(args: argparse.Namespace) -> int:
         import mcp  # noqa: F401
     except ImportError:
         return fail("mcp", "the mcp package is missing: pip install 'sandvisor[mcp]'")
-    kwargs = supervisor_kwargs(args) if args.adapters else None
+    try:
+        kwargs = supervisor_kwargs(args) if has_sandboxed_tools(args) else None
+    except ConfigError as exc:
+        return fail("mcp", str(exc), EXIT_USAGE)
     from sandbox.errors import SandboxUnavailable
 
     try:

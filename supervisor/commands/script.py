@@ -26,11 +26,13 @@ from supervisor.commands.common import (
     add_scripted_options,
     add_supervisor_options,
     fail,
+    has_sandboxed_tools,
     load_scripted,
     supervisor_kwargs,
 )
 from supervisor.commands.scripted_bridge import add_sandboxed_tools
 from supervisor.scripted import ScriptedTool
+from supervisor.workers.config_file import ConfigError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -67,8 +69,8 @@ def scripted_for_cli(args: argparse.Namespace) -> ScriptedTool:
     if args.scripted:
         scripted: ScriptedTool = load_scripted(args.scripted)
         return scripted
-    if not args.adapters:
-        raise ValueError("no tools: give --scripted MODULE:ATTR, --example or --adapters")
+    if not has_sandboxed_tools(args):
+        raise ValueError("no tools: give --scripted MODULE:ATTR, --example, --adapters or --config")
     return ScriptedTool(args.name or "tools")
 
 
@@ -86,7 +88,7 @@ def with_sandboxed_tools(
     from supervisor.workers.supervisor import Supervisor
 
     async def main() -> int:
-        if not args.adapters:
+        if not has_sandboxed_tools(args):
             return await _finish(body(scripted))
         kwargs = supervisor_kwargs(args)
         if workers is not None:
@@ -101,6 +103,8 @@ def with_sandboxed_tools(
         return fail(command, "interrupted", EXIT_INTERRUPTED)
     except SandboxUnavailable as exc:
         return fail(command, f"{exc} (run `sandvisor doctor`)", EXIT_NO_SANDBOX)
+    except ConfigError as exc:
+        return fail(command, str(exc), EXIT_USAGE)
     except (ValueError, OSError) as exc:
         return fail(command, str(exc), EXIT_FAILED)
     except Exception as exc:

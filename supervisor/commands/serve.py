@@ -26,12 +26,15 @@ import trio
 from supervisor.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     add_supervisor_options,
+    config_groups,
     fail,
     policy_from,
 )
 from supervisor.commands.serve_session import ServeDefaults, ServeSession, serve_stream
 from supervisor.commands.stdio import protocol_fds, stop_on_signals
+from supervisor.workers.config_file import ConfigError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +66,7 @@ def defaults_from(args: argparse.Namespace) -> ServeDefaults:
     if args.audit_log:
         options["audit_log"] = args.audit_log
     return ServeDefaults(
+        groups=config_groups(args),
         adapters=list(args.adapters),
         pool_size=args.pool_size,
         max_in_flight=args.max_in_flight,
@@ -79,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     try:
         defaults = defaults_from(args)
+    except ConfigError as exc:
+        return fail("serve", str(exc), EXIT_USAGE)
     except ValueError as exc:
         return fail("serve", str(exc))
     try:

@@ -32,6 +32,7 @@ from supervisor.commands.scripted_bridge import add_sandboxed_tools
 from supervisor.ledger import DeadlineElapsed, InvalidInput, LedgerError, UnknownTool
 from supervisor.workers.call_audit import CallEvent
 from supervisor.workers.calls import CallHandle
+from supervisor.workers.groups import ToolGroup
 from supervisor.workers.outcome import Outcome
 from supervisor.workers.supervisor import DuplicateOperation, Supervisor, SupervisorError
 from worker_runtime import __version__
@@ -52,6 +53,8 @@ READ_SIZE = 65536
 class ServeDefaults:
     """What a ``hello`` leaves out (from the command line)."""
 
+    #: From ``--config``: the groups, which a hello may not change.
+    groups: list[ToolGroup] | None = None
     adapters: list[str] = field(default_factory=list)
     pool_size: int = 2
     max_in_flight: int = 1
@@ -527,6 +530,17 @@ def refusal(exc: BaseException) -> tuple[str, str]:
 
 def make_supervisor(hello: wire.Hello, defaults: ServeDefaults) -> Supervisor:
     """The `Supervisor` a ``hello`` asks for, over the command line's defaults."""
+    options = dict(defaults.supervisor_options)
+    if hello.cancel_grace is not None:
+        options["cancel_grace"] = hello.cancel_grace
+    if defaults.groups is not None:
+        asked = [name for name in ("adapters", "policy", "pool_size", "max_in_flight")
+                 if getattr(hello, name) is not None]  # fmt: skip
+        if asked:
+            raise ValueError(
+                f"the server's --config names the groups; hello may not set {', '.join(asked)}"
+            )
+        return Supervisor(groups=defaults.groups, **options)
     adapters = hello.adapters if hello.adapters is not None else defaults.adapters
     if not adapters:
         raise ValueError('no adapters: hello needs "adapters": ["MODULE:ATTR", ...]')
@@ -537,9 +551,6 @@ def make_supervisor(hello: wire.Hello, defaults: ServeDefaults) -> Supervisor:
             if v is not msgspec.UNSET
         }  # fmt: skip
         policy = policy.replace(**changes)
-    options = dict(defaults.supervisor_options)
-    if hello.cancel_grace is not None:
-        options["cancel_grace"] = hello.cancel_grace
     return Supervisor(
         adapters=adapters,
         policy=policy,

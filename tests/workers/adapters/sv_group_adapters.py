@@ -45,7 +45,7 @@ def _probe(request: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 def _leak(name: str, ctx: Context) -> str:
-    value = os.environ.get(name, "")
+    value = os.environ.get(name.strip(), "")
     ctx.emit(f"chunk holds {value}!")
     if ctx.idempotency_key.endswith("error"):
         raise AdapterError(f"failed, and the message holds {value}")
