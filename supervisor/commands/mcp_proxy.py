@@ -60,12 +60,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--server needs the server's command after --, e.g. -- node server.js"
     if args.adapters or args.scripted or args.example:
         return "--server serves one MCP server; it takes no --adapters, --scripted or --example"
-    if args.allow_net:
-        return (
-            "--allow-net is not served yet: the Supervisor does not run the allowlist's "
-            "proxy for its sandboxes; the server would run with no network (--network gives "
-            "it the host's)"
-        )
+    if args.allow_net and args.network:
+        return "give --allow-net (an allowlist) or --network (the host's), not both"
     if not 0 < args.start_timeout < math.inf:
         return "--start-timeout must be a positive number of seconds"
     return None
@@ -76,9 +72,8 @@ def supervisor_for(args: argparse.Namespace) -> Supervisor:
     binds = tuple(Bind.parse(spec, writable=False) for spec in args.bind_ro) + tuple(
         Bind.parse(spec, writable=True) for spec in args.bind
     )
-    policy = SandboxPolicy(
-        network=args.network, memory_bytes=args.memory, pids=args.pids, binds=binds
-    )
+    network: bool | list[str] = list(args.allow_net) if args.allow_net else args.network
+    policy = SandboxPolicy(network=network, memory_bytes=args.memory, pids=args.pids, binds=binds)
     kwargs: dict[str, Any] = {
         "mcp_server": list(args.server_command),
         "policy": policy,

@@ -65,6 +65,20 @@ def open_network(host: str, port: int) -> str:
         return f"blocked: {exc}"
 
 
+@server.tool(description="Fetch a URL the ordinary way (urllib: the proxy from the environment).")
+def fetch(url: str) -> str:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return f"fetched {len(response.read())} bytes"
+    except urllib.error.HTTPError as exc:
+        return f"refused {exc.code} {exc.headers.get('X-Sandvisor-Refused')}"
+    except OSError as exc:
+        return f"failed: {exc}"
+
+
 @server.tool(description="Fork until the kernel says no; report how many forks worked.")
 def fork_bomb() -> str:
     children = []
