@@ -512,6 +512,10 @@ _WORK_PER_CHAR = 160
 
 _CACHE: dict[str, Fn] = {}
 _CACHE_MAX = 4096
+#: the cache holds at most this much expression text (its programs are a small multiple)
+_CACHE_BYTES = 1 << 20
+_CACHE_TEXT_MAX = 4096
+_cached_bytes = 0
 
 
 def _zero(env: ArithEnv) -> int:
@@ -536,9 +540,14 @@ def compile_arith(text: str) -> Fn:
             fn = _compile_tree(node)
         except RecursionError:
             raise ArithError("expression recursion level exceeded", text.strip()) from None
-    if len(_CACHE) >= _CACHE_MAX:
+    global _cached_bytes
+    if len(text) > _CACHE_TEXT_MAX:
+        return fn  # a long expression is compiled each time: its program is as large
+    if len(_CACHE) >= _CACHE_MAX or _cached_bytes > _CACHE_BYTES:
         _CACHE.clear()
+        _cached_bytes = 0
     _CACHE[text] = fn
+    _cached_bytes += len(text) + 64
     return fn
 
 

@@ -12,13 +12,12 @@ Differential cases: ``cases_basics.txt``, ``cases_control.txt``, ``cases_errors.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
 from ..budget import check_time
 from ..errors import ShellSyntaxError
+from ..sized_cache import sized_cache
 from . import ast as A
 from .convert import Converter
 from .parse_repair import LostSeparator, mask_expansions
@@ -33,7 +32,7 @@ def parse(script: str, max_depth: int = 100, max_ops: int = 100_000) -> A.Progra
     return _parse_cached(script, max_depth, max_ops)
 
 
-@lru_cache(maxsize=512)
+@sized_cache(max_entries=512, max_bytes=1 << 20)
 def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
     data = script.encode("utf-8", "surrogatepass")
     text = bytearray(data)  # what tree-sitter reads: repaired, then maybe masked
@@ -84,11 +83,21 @@ def _tree(text: bytes) -> Node:
     if len(text) <= _CHUNK:
         return _PARSER.parse(text).root_node
 
-    def read(offset: int, _point: object) -> bytes:
-        check_time()
-        return text[offset : offset + _CHUNK]
+    stopped: list[BaseException] = []
 
-    return _PARSER.parse(read).root_node
+    def read(offset: int, _point: object) -> bytes:
+        # an exception must not cross tree-sitter's C frames: end the input, raise after
+        if not stopped:
+            try:
+                check_time()
+            except BaseException as exc:
+                stopped.append(exc)
+        return b"" if stopped else text[offset : offset + _CHUNK]
+
+    root = _PARSER.parse(read).root_node
+    if stopped:
+        raise stopped[0]
+    return root
 
 
 class _Repairs:

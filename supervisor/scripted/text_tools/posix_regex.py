@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..safe_regex import MatchLike, PatternError, SafePattern, compile_pattern
+from ..sized_cache import sized_cache
 
 __all__ = ["MatchLike", "Regex", "RegexError", "compile_posix", "compile_source", "translate"]
 
@@ -428,7 +429,7 @@ def split(regex: Regex, text: str) -> list[str]:
     return pieces
 
 
-@functools.lru_cache(maxsize=512)
+@sized_cache(max_entries=512, max_bytes=1 << 20)
 def compile_posix(
     pattern: str,
     *,
