@@ -17,6 +17,7 @@ execution ends with ``resource limit exceeded: memory limit exceeded (N bytes)``
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -32,10 +33,28 @@ class MemoryLimit(LimitExceeded):
         super().__init__(f"memory limit exceeded ({limit} bytes)")
 
 
-class Budget:
-    """The time and memory of one execution (shared by its subshells and jobs)."""
+def resident_bytes() -> int:
+    """This process's resident memory (``/proc/self/statm``; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
 
-    __slots__ = ("check_time", "held", "limit", "stop_at")
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class Budget:
+    """The time and memory of one execution (shared by its subshells and jobs).
+
+    Besides what is charged, the process's resident memory is sampled (``check``, every
+    few milliseconds of fuel and every few commands): growth past the budget since the
+    execution began ends it, whatever built it. In a process that runs several
+    executions at once the growth is theirs together (it fails closed); a child process
+    of a ``ScriptPool`` runs one at a time."""
+
+    __slots__ = ("base", "check_time", "held", "limit", "stop_at")
 
     def __init__(
         self,
@@ -48,6 +67,17 @@ class Budget:
         self.held = 0
         #: when the execution stops (``time.monotonic``), for a wait that takes a timeout
         self.stop_at = stop_at
+        self.base = resident_bytes()
+
+    def check(self) -> None:
+        """The deadline, then the process's memory growth."""
+        self.check_time()
+        self.check_memory()
+
+    def check_memory(self) -> None:
+        grown = resident_bytes() - self.base
+        if grown > self.limit:
+            raise MemoryLimit(self.limit)
 
     def charge(self, nbytes: int) -> None:
         """Bytes the script now holds (negative: released)."""
@@ -76,7 +106,7 @@ def spend(units: int = 1) -> None:
     _fuel[0] = FUEL_CHECK
     budget = current_budget.get()
     if budget is not None:
-        budget.check_time()
+        budget.check()
 
 
 def check_time() -> None:

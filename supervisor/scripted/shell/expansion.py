@@ -13,7 +13,6 @@ Differential cases: ``cases_expansion.txt``, ``cases_quoting.txt``,
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from ..budget import spend
 from ..contract import ExecutionLimits
@@ -50,23 +49,14 @@ _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _REF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(.*)\]\Z", re.DOTALL)
 
 
-@lru_cache(maxsize=64)
-def _separators(chars: str, run: bool = False) -> re.Pattern[str]:
-    """One of ``chars`` (a run of them with ``run``), for splitting at C speed."""
-    if not chars:
-        return re.compile("(?!)")  # no separator: never found
-    body = "".join(re.escape(c) for c in chars)
-    return re.compile(f"[{body}]*" if run else f"[{body}]")
-
-
 class FieldBuilder:
     """Accumulates the fields of one word (or several, for brace-expanded words), within
     ``limit`` characters and ``MAX_FIELDS`` fields: ``$x$x$x...`` or splitting a huge
     value cannot make memory grow past the limits."""
 
     __slots__ = (
-        "cur", "fields", "has", "ifs_nws", "ifs_ws", "limit", "mode", "seps", "size", "split",
-        "ws_run",
+        "cur", "fields", "has", "ifs_chars", "ifs_nws", "ifs_ws", "limit", "mode", "size",
+        "split",
     )  # fmt: skip
 
     def __init__(self, mode: int, ifs: str | None, limit: int) -> None:
@@ -81,13 +71,14 @@ class FieldBuilder:
         self.split = mode == FIELDS and ifs != ""
         self.ifs_ws = "".join(c for c in ifs if c in " \t\n")
         self.ifs_nws = "".join(c for c in ifs if c not in " \t\n")
-        self.seps = _separators(ifs)
-        self.ws_run = _separators(self.ifs_ws, run=True) if self.ifs_ws else None
+        self.ifs_chars = frozenset(ifs)
 
     def grow(self, n: int) -> None:
         self.size += n
         if self.size > self.limit:
             raise LimitExceeded(f"maximum value size exceeded ({self.limit})")
+        if n > 65_536:
+            spend(n >> 12)  # a big piece: the time and memory checks come sooner
 
     def quoted(self, text: str) -> None:
         self.grow(len(text))
@@ -113,25 +104,36 @@ class FieldBuilder:
                 self.cur.append(text)
                 self.has = True
             return
-        nws = self.ifs_nws
-        seps, ws_run = self.seps, self.ws_run
+        ws, nws = self.ifs_ws, self.ifs_nws
+        if not any(c in text for c in self.ifs_chars):  # memchr speed: no split at all
+            if text:
+                self.cur.append(text)
+                self.has = True
+            return
+        # the next position of each IFS character, found again only once passed: the
+        # scans run at C speed and each character is scanned once per IFS character
+        nxt = {c: text.find(c) for c in self.ifs_chars}
         i, n = 0, len(text)
         while i < n:
-            found = seps.search(text, i)  # the scans run at C speed: a long value is cheap
-            j = n if found is None else found.start()
+            j = n
+            for c, at in nxt.items():
+                if 0 <= at < i:
+                    at = nxt[c] = text.find(c, i)
+                if 0 <= at < j:
+                    j = at
             if j > i:
                 self.cur.append(text[i:j])
                 self.has = True
                 i = j
                 continue
             spend(1)
-            if ws_run is not None:
-                j = ws_run.match(text, j).end()  # type: ignore[union-attr]
+            while j < n and text[j] in ws:
+                j += 1
             if j < n and text[j] in nws:
                 self.end(True)
                 j += 1
-                if ws_run is not None:
-                    j = ws_run.match(text, j).end()  # type: ignore[union-attr]
+                while j < n and text[j] in ws:
+                    j += 1
             else:
                 self.end(False)
             i = j

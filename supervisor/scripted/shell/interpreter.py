@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio.lowlevel
 
+from ..budget import current_budget
 from ..contract import READS_STDIN, CommandResult
 from ..errors import (
     AbortExecution,
@@ -247,8 +248,10 @@ class Interpreter(ControlMixin, Expander):
             raise LimitExceeded(f"maximum command count exceeded ({ctx.max_commands})")
         if time.monotonic() >= ctx.stop_at:
             ctx.out_of_time()
-        if not n & 255:
-            await anyio.lowlevel.checkpoint()
+        if not n & 15:
+            _check_memory()
+            if not n & 255:
+                await anyio.lowlevel.checkpoint()
 
     # ----------------------------------------------------------- simple commands
 
@@ -259,8 +262,10 @@ class Interpreter(ControlMixin, Expander):
             raise LimitExceeded(f"maximum command count exceeded ({ctx.max_commands})")
         if time.monotonic() >= ctx.stop_at:
             ctx.out_of_time()
-        if not n & 255:
-            await anyio.lowlevel.checkpoint()
+        if not n & 15:
+            _check_memory()
+            if not n & 255:
+                await anyio.lowlevel.checkpoint()
         self.lineno = cmd.line
         if not cmd.words:
             assigns = cmd.assigns
@@ -916,3 +921,10 @@ _DISPATCH: dict[type, Callable[[Interpreter, Any], Awaitable[int]]] = {
     A.CondCmd: ControlMixin.x_cond,
     A.Redirected: Interpreter.x_redirected,
 }
+
+
+def _check_memory() -> None:
+    """The execution's memory growth, every 16 commands (a command may store 10 MB)."""
+    budget = current_budget.get()
+    if budget is not None:
+        budget.check_memory()

@@ -398,8 +398,10 @@ class Compiler:
         def concat(f: Frame) -> Value:
             convfmt = variables["CONVFMT"]
             text = "".join(to_str(p(f), convfmt) for p in parts)
-            if len(text) > 10_000_000:
-                raise AwkFatal("string too long")
+            if len(text) > 65_536:
+                if len(text) > 10_000_000:
+                    raise AwkFatal("string too long")
+                spend(len(text) >> 12)  # a big string: the memory check comes sooner
             return text
 
         return concat
