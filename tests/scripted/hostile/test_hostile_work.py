@@ -1,0 +1,152 @@
+"""Hostile work: regex shapes that make a backtracking engine run for ever, expansions of
+an 8 MB value, tools looping on long input, a script of megabytes, and memory grown on
+purpose. Each ends with its answer or a one-line limit, within its timeout plus the
+slack, and the host's memory grows by at most the bound (see ``hostile_support``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hostile_support import Case, check, ids, run_cases
+
+#: an 8 MB value, built in 23 doublings
+BIG = "x=a; for i in $(seq 23); do x=$x$x; done; "
+#: a line of 3000 a's and a c
+LINE = "l=$(printf 'a%.0s' $(seq 3000))c; "
+TIMEOUT = "execution timeout"
+MEMORY = "memory limit"
+
+REGEX = [
+    Case("grep -E (a|aa)*b", LINE + "echo $l | grep -cE '(a|aa)*b'", "0\n", 1),
+    Case("grep nested +", LINE + "echo $l | grep -c '\\(a\\+\\)\\+b'", "0\n", 1),
+    Case("sed -E nested", LINE + "echo $l | sed -E 's/(a+)+b/X/' | wc -c", "3002", 0),
+    Case(
+        "awk nested",
+        LINE + 'echo $l | awk \'/^(a*)*b$/ {print "m"} END {print "done"}\'',
+        "done",
+        0,
+    ),
+    Case("expr nested", LINE + "expr $l : '\\(a*\\)*b'; echo $?", "\n1\n", 0),
+    Case("=~ nested", LINE + "[[ $l =~ ^(a|aa)+$ ]] && echo m || echo no", "no", 0),
+    Case(
+        "extglob nested",
+        LINE + "shopt -s extglob; [[ $l == +(a|aa) ]] && echo m || echo no",
+        "no",
+        0,
+    ),
+    Case("glob stars", LINE + "case $l in *a*a*a*a*a*b) echo m;; *) echo no;; esac", "no", 0),
+    Case(
+        "backreference stops at the deadline",
+        "echo \"$(printf 'abcdefgh%.0s' $(seq 400))q\" | grep -cE '(.*)(.*)(.*)\\3\\2\\1$'",
+        TIMEOUT,
+        1,
+    ),
+    Case(
+        "backreference under timeout_ms",
+        "echo \"$(printf 'abcdefgh%.0s' $(seq 400))q\" | sed -E 's/(.*)(.*)\\2\\1$/x/'",
+        "timed out",
+        124,
+        timeout_ms=1000,
+    ),
+    Case("huge interval", "echo a | grep -E 'a{99999999999999999999}'", "too big", 2),
+    Case("leftmost-longest", "echo 15.50 | grep -oE '[0-9]+|[0-9]+\\.[0-9]+'", "15.50", 0),
+]
+
+EXPANSIONS = [
+    Case("${x@Q} of 8 MB", BIG + "y=${x@Q}; echo ${#y}", "8388610", 0),
+    Case("$x{1..300} of 8 MB", BIG + "echo $x{1..300} | wc -c", MEMORY, 1),
+    Case("[[ a == $x* ]] of 8 MB", BIG + "[[ a == $x* ]]; echo $?", "1\n", 0),
+    Case("[[ $x == *b* ]] of 8 MB", BIG + "[[ $x == *b*a ]]; echo $?", "1\n", 0),
+    Case("${x//a/bb} of 8 MB", BIG + "y=${x//a/bb}", "value size", 1),
+    Case("${x//?/ab} of 8 MB", BIG + "y=${x//?/ab}", TIMEOUT, 1),
+    Case("${x%a*b} of 8 MB", BIG + "y=${x%a*b}; echo ${#y}", "8388608", 0),
+    Case("splitting 16 MB", BIG + "set -- $x$x", "value size", 1),
+    Case("splitting 8 MB of words", BIG + "y=${x//a/a }; set -- $y; echo $#", "", 1),
+    Case("printf %q of 8 MB", BIG + 'printf %q "$x" | wc -c', "8388608", 0),
+    Case("${x^^} of 8 MB", BIG + "y=${x^^}; echo ${#y}", "8388608", 0),
+]
+
+LOOPS = [
+    Case(
+        "sed t loop on a long line",
+        BIG + "echo ${x:0:100000} | sed ':a;s/a/b/;ta' | wc -c",
+        TIMEOUT,
+        1,
+    ),
+    Case(
+        "awk while(sub())",
+        'echo | awk \'{ s = sprintf("%9999s", ""); while (sub(/ /, "", s)) n++; print n }\'',
+        "9999",
+        0,
+    ),
+    Case("awk endless loop", "echo | awk '{ while (1) n++ }'", TIMEOUT, 1),
+    Case(
+        "sort of 1.5 MB",
+        BIG + "echo ${x:0:1500000} | fold -w 3 | sort | uniq -c | wc -l",
+        "1",
+        0,
+        timeout=5.0,
+    ),
+    Case("uniq -f huge", "yes 'a b c' | head -n 100000 | uniq -f 999999999 | wc -l", "1", 0),
+    Case("jq endless", "jq -n 'def f: f; f'; echo status=$?", "status=5", 0),
+]
+
+PARSE = [
+    Case(
+        "a script of 2 MB",
+        "echo hello world; x=$((1+2)); if [ $x -eq 3 ]; then echo ok; fi\n" * 30_000,
+        "resource limit exceeded",
+        1,
+        timeout=3.0,
+        limits={"max_parser_operations": 10**9},
+    ),
+    Case(
+        "a script of 2 MB under timeout_ms",
+        "echo hi; x=1\n" * 150_000,
+        "timed out",
+        124,
+        timeout_ms=1000,
+        limits={"max_parser_operations": 10**9},
+    ),
+]
+
+MEMORY_CASES = [
+    Case(
+        "arrays of 8 MB values",
+        BIG + "for i in $(seq 60); do a[$i]=$x$i; done",
+        MEMORY,
+        1,
+        timeout=10.0,
+    ),
+    Case(
+        "variables of 8 MB values",
+        BIG + 'for i in $(seq 60); do printf -v v$i %s%s "$x" $i; done',
+        MEMORY,
+        1,
+        timeout=10.0,
+    ),
+    Case(
+        "awk array of 9 MB strings",
+        'echo | awk \'{ s = sprintf("%9000000s", ""); '
+        "for (i = 0; i < 60; i++) a[i] = s i; print length(a) }'",
+        MEMORY,
+        1,
+        timeout=10.0,
+    ),
+    Case("tr huge repeat", BIG + "tr -c a '[b*100000000]' <<< $x | wc -c", "8388609", 0),
+    Case("seq -s with an 8 MB separator", BIG + 'seq -s "$x" 1 100 | wc -c', "", 0),
+    Case("nl -w 9000000", "nl -w 9000000 <<< a | wc -c", "9000003", 0),
+]
+
+CASES = REGEX + EXPANSIONS + LOOPS + PARSE + MEMORY_CASES
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, dict[str, Any]]:
+    return run_cases(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
+def test_hostile_work(case: Case, outcomes: dict[str, dict[str, Any]]) -> None:
+    check(case, outcomes[case.name])
