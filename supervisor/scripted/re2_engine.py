@@ -176,15 +176,19 @@ class Re2Regex:
 
     def _run(self, anchor: Any, text: str, pos: int, endpos: int | None) -> Re2Match | None:
         n = len(text)
-        end = n if endpos is None else max(0, min(endpos, n))
-        pos = max(0, min(pos, n))
-        if pos > end:
-            return None
-        data = self._encode(text)
-        spend((end - pos) // 1024 + 1)
+        if pos == 0 and endpos is None:  # the common call: the whole text
+            end = n
+        else:
+            end = n if endpos is None else max(0, min(endpos, n))
+            pos = max(0, min(pos, n))
+            if pos > end:
+                return None
+        data = self._data if text is self._text else self._encode(text)
+        if end - pos > 4096:
+            spend((end - pos) >> 10)
         if self._ascii:
             spans = self._regexp.Match(anchor, data, pos, end)
-            if spans[0] == _NULL:
+            if spans[0][0] < 0:
                 return None
             return Re2Match(text, spans)
         bpos = self._byte(pos)
