@@ -69,6 +69,13 @@ EXPANSIONS = [
 
 LOOPS = [
     Case(
+        "sort of 800,000 lines",
+        "seq 100000 | sed p | sed p | sed p | sort -n | tail -1",
+        TIMEOUT,
+        1,
+        timeout=1.0,
+    ),
+    Case(
         "sed t loop on a long line",
         BIG + "echo ${x:0:100000} | sed ':a;s/a/b/;ta' | wc -c",
         TIMEOUT,

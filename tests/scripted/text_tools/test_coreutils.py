@@ -343,3 +343,17 @@ def test_sort_random_keeps_equal_lines_together() -> None:
     for value in "ab":
         first = lines.index(value)
         assert lines[first + 1] == value
+
+
+def test_a_long_sort_runs_in_slices_and_stays_stable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from supervisor.scripted.text_tools import sort as sort_module
+
+    monkeypatch.setattr(sort_module, "_SORT_SLICE", 7)  # many slices, many merges
+    lines = [f"{(i * 37) % 11} {chr(97 + i % 5)} {i}" for i in range(200)]
+    data = "".join(line + "\n" for line in lines)
+    for args, key, reverse in (
+        (["-s", "-k1,1n"], lambda line: int(line.split()[0]), False),
+        (["-s", "-r", "-k2,2"], lambda line: line.split()[1], True),
+    ):
+        got = sort_module.sort(args, data).stdout.splitlines()
+        assert got == sorted(lines, key=key, reverse=reverse), args
