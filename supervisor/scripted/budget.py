@@ -18,6 +18,7 @@ execution ends with ``resource limit exceeded: memory limit exceeded (N bytes)``
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -43,6 +44,11 @@ def resident_bytes() -> int:
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_bytes() -> int:
+    """This process's peak resident memory (never less than its resident memory)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 class Budget:
@@ -75,8 +81,11 @@ class Budget:
         self.check_memory()
 
     def check_memory(self) -> None:
-        grown = resident_bytes() - self.base
-        if grown > self.limit:
+        # the peak (one cheap system call) bounds the current size: read /proc only when
+        # the peak says the growth may be past the budget
+        if peak_bytes() - self.base <= self.limit:
+            return
+        if resident_bytes() - self.base > self.limit:
             raise MemoryLimit(self.limit)
 
     def charge(self, nbytes: int) -> None:

@@ -248,10 +248,9 @@ class Interpreter(ControlMixin, Expander):
             raise LimitExceeded(f"maximum command count exceeded ({ctx.max_commands})")
         if time.monotonic() >= ctx.stop_at:
             ctx.out_of_time()
-        if not n & 15:
+        if not n & 255:
             _check_memory()
-            if not n & 255:
-                await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
 
     # ----------------------------------------------------------- simple commands
 
@@ -262,10 +261,9 @@ class Interpreter(ControlMixin, Expander):
             raise LimitExceeded(f"maximum command count exceeded ({ctx.max_commands})")
         if time.monotonic() >= ctx.stop_at:
             ctx.out_of_time()
-        if not n & 15:
+        if not n & 255:
             _check_memory()
-            if not n & 255:
-                await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
         self.lineno = cmd.line
         if not cmd.words:
             assigns = cmd.assigns
@@ -924,7 +922,8 @@ _DISPATCH: dict[type, Callable[[Interpreter, Any], Awaitable[int]]] = {
 
 
 def _check_memory() -> None:
-    """The execution's memory growth, every 16 commands (a command may store 10 MB)."""
+    """The execution's memory growth, every 256 commands (big values spend fuel by their
+    size, which checks it sooner)."""
     budget = current_budget.get()
     if budget is not None:
         budget.check_memory()

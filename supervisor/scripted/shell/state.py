@@ -17,6 +17,7 @@ from collections.abc import Callable
 from itertools import count
 from typing import Any
 
+from ..budget import spend
 from ..errors import ShellError, unbound
 from ..integers import wrap
 from .arithmetic import ArithEnv, ArithError, string_to_int
@@ -195,6 +196,8 @@ class Variables(ArithEnv):
 
     def assign(self, name: str, value: str, append: bool = False) -> None:
         """``name=value`` / ``name+=value`` (element 0 of an array)."""
+        if len(value) > 65_536:
+            spend(len(value) >> 12)  # a big value: the memory check comes in time
         v = self.vars.get(name)
         if v is not None and v.gen == self.gen and not v.attrs & _IN_PLACE_BLOCKERS:
             if append and type(v.value) is str:
@@ -227,6 +230,8 @@ class Variables(ArithEnv):
             v.value = value
 
     def assign_item(self, name: str, key: int | str, value: str, append: bool = False) -> None:
+        if len(value) > 65_536:
+            spend(len(value) >> 12)
         name = self.target(name)
         v = self._writable(name)
         if v is None:
@@ -280,6 +285,8 @@ class Variables(ArithEnv):
         v.value = new
         nxt = (max(new) + 1 if new else 0) if not assoc else 0
         for key, value, item_append in items:
+            if len(value) > 65_536:
+                spend(len(value) >> 12)
             if assoc:
                 if key is None:
                     raise ShellError(
