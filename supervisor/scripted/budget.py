@@ -17,6 +17,7 @@ execution ends with ``resource limit exceeded: memory limit exceeded (N bytes)``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
@@ -35,12 +36,29 @@ class MemoryLimit(LimitExceeded):
 
 
 def resident_bytes() -> int:
-    """This process's resident memory (``/proc/self/statm``; 0 where there is none)."""
+    """This process's resident memory (``/proc/self/statm``, kept open; 0 where there is
+    none)."""
     try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * _PAGE
+        if _statm[0] < 0:
+            _statm[0] = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        return int(os.pread(_statm[0], 128, 0).split()[1]) * _PAGE
     except (OSError, IndexError, ValueError):
         return 0
+
+
+#: the open /proc/self/statm (-1: not yet); a forked child opens its own
+_statm = [-1]
+
+
+def _forget_statm() -> None:
+    """In a forked child: the inherited fd reads the parent's numbers."""
+    if _statm[0] >= 0:
+        with contextlib.suppress(OSError):
+            os.close(_statm[0])
+    _statm[0] = -1
+
+
+os.register_at_fork(after_in_child=_forget_statm)
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
