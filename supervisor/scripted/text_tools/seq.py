@@ -157,7 +157,8 @@ def _decimals(
         if len(lines) >= MAX_LINES:
             return _pad(lines, render(first), render(last), equal_width), True
         lines.append(render(value))
-        spend(4)
+        if not i & 63:
+            spend(256)  # for 64 lines at once
         i += 1
     return _pad(lines, render(first), render(last), equal_width), False
 
