@@ -17,6 +17,7 @@ are reused while they answer cleanly, and keep ``size`` of them warm.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
 import dataclasses
 import os
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
 from ..contract import CommandResult, ExecResult, ScriptRequest, execution_deadline
 from ..errors import LimitExceeded
@@ -67,6 +67,9 @@ DEFAULT_SLACK = 0.5
 START_TIMEOUT = 20.0
 #: How long an execution waits between looks for a free child (all are busy).
 _SLOT_POLL = 0.002
+#: The first and the longest look at a child being started (it takes some milliseconds).
+_SPAWN_POLL = 0.001
+_SPAWN_POLL_MAX = 0.01
 _PIPE_SIZE = 1 << 20
 _DIAGNOSTICS = 1 << 16
 
@@ -126,13 +129,39 @@ def _shut(proc: subprocess.Popen[bytes], fds: tuple[int, ...]) -> None:
             os.close(fd)
 
 
+_Started = tuple[subprocess.Popen[bytes], int, int, int]
+
+
+async def start_child(memory_bytes: int) -> ScriptChild:
+    """A new child, forked on the host's spawner thread.
+
+    The wait for the spawner is a poll on a timer, not a wake-up from its thread: a
+    wake-up through the event loop's self-pipe was once lost in CI and left an execution
+    waiting forever. A cancelled wait leaves nothing behind: the child, once started, is
+    killed and reaped."""
+    future = host_spawner().submit(lambda: _start(memory_bytes))
+    delay = _SPAWN_POLL
+    try:
+        while not future.done():
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _SPAWN_POLL_MAX)
+    except BaseException:
+        future.add_done_callback(_shut_started)
+        raise
+    return ScriptChild(future.result())
+
+
+def _shut_started(future: concurrent.futures.Future[_Started]) -> None:
+    if future.exception() is None:
+        proc, *fds = future.result()
+        _shut(proc, tuple(fds))
+
+
 class ScriptChild:
     """One child process and the host's non-blocking ends of its pipes."""
 
-    def __init__(self, memory_bytes: int) -> None:
-        proc, self.req_w, self.rep_r, self._diag_r = host_spawner().call(
-            lambda: _start(memory_bytes)
-        )
+    def __init__(self, started: _Started) -> None:
+        proc, self.req_w, self.rep_r, self._diag_r = started
         self.proc = proc
         self.pid = proc.pid
         self.ready = False
@@ -227,7 +256,7 @@ class ScriptPool:
             with self._lock:
                 if self._closed or len(self._idle) + len(self._busy) >= self.size:
                     return
-            child = await anyio.to_thread.run_sync(ScriptChild, self.memory_bytes)
+            child = await start_child(self.memory_bytes)
             with self._lock:
                 self._idle.append(child)
 
@@ -244,7 +273,7 @@ class ScriptPool:
                     self._reap_later(child)
                 room = len(self._busy) + len(self._reapers) < self.max_children
             if room:
-                child = await anyio.to_thread.run_sync(ScriptChild, self.memory_bytes)
+                child = await start_child(self.memory_bytes)
                 with self._lock:
                     self._busy.add(child)
                 return child

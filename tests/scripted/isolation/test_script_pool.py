@@ -164,3 +164,28 @@ def test_sync_callers_and_asyncio_use_the_pool_too(pool: ScriptPool) -> None:
     result = st.execute_sync("get_user --id 7 | jq .id; echo hi | shout")
     assert result.stdout == "7\nHI\n", result
     assert anyio.run(st.execute, "echo trio", backend="trio").stdout == "trio\n"
+
+
+def script_children() -> list[int]:
+    """This process's children that are script children (the pool's or leftovers)."""
+    found = []
+    for proc in psutil.Process().children():
+        try:
+            if any("isolation.child" in part for part in proc.cmdline()):
+                found.append(proc.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return [pid for pid in found if not gone(pid)]
+
+
+async def test_a_start_cancelled_while_the_child_is_forked_leaves_no_child(
+    pool: ScriptPool,
+) -> None:
+    before = set(script_children())
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # the wait for the spawner is cancelled at its first look
+        await pool.warm()
+    assert scope.cancelled_caught and pool.children() == []
+    assert wait_until(lambda: set(script_children()) <= before)
+    await pool.warm()  # the pool starts children as before
+    assert len(pool.children()) == 1

@@ -33,13 +33,17 @@ class Spawner:
 
     def call(self, fn: Callable[[], T]) -> T:
         """``fn()`` run on the spawner thread; its result or its exception."""
+        return self.submit(fn).result()
+
+    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """``fn()`` queued for the spawner thread; the future of its result."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
                 self._thread.start()
             self._jobs.put((fn, future))
-        return future.result()
+        return future
 
     def stop(self) -> None:
         """End the thread (its children get SIGKILL: stop them first)."""
