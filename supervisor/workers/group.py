@@ -30,7 +30,7 @@ from supervisor.workers.sandboxed import (
 )
 from supervisor.workers.secrets import Redactor, delivery, redactor_for, resolve
 from supervisor.workers.session import Session, SessionConfig
-from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE
+from supervisor.workers.watchdog import DEFAULT_HOST_CANCEL_GRACE
 from worker_runtime.protocol.messages import ToolSpec
 
 OnDead = Callable[[Session], None]
@@ -123,9 +123,16 @@ class GroupRuntime:
             redact=self.redactor,
         )
         grace = group.cancel_grace if group.cancel_grace is not None else cancel_grace
-        if grace is None:
-            grace = MCP_CANCEL_GRACE if group.mcp_server is not None else DEFAULT_CANCEL_GRACE
-        config = dataclasses.replace(config, cancel_grace=float(grace))
+        if grace is not None:  # given: it is the grace of every cancel
+            config = dataclasses.replace(
+                config, cancel_grace=float(grace), host_cancel_grace=float(grace)
+            )
+        elif group.mcp_server is not None:
+            config = dataclasses.replace(
+                config,
+                cancel_grace=MCP_CANCEL_GRACE,
+                host_cancel_grace=max(MCP_CANCEL_GRACE, DEFAULT_HOST_CANCEL_GRACE),
+            )
         launcher = self.launcher
 
         def session(on_dead: OnDead) -> Session:

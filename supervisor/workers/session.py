@@ -35,7 +35,13 @@ from supervisor.workers.launcher import Launcher, SpawnedWorker, start_worker
 from supervisor.workers.pipes import PipeStream
 from supervisor.workers.secrets import Redactor
 from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
-from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE, CallEnd, CallWatch, CancelReason
+from supervisor.workers.watchdog import (
+    DEFAULT_CANCEL_GRACE,
+    DEFAULT_HOST_CANCEL_GRACE,
+    CallEnd,
+    CallWatch,
+    CancelReason,
+)
 from worker_runtime.protocol.bootstrap import encode_bootstrap
 from worker_runtime.protocol.errors import ConnectionDead, ProtocolError, Refused
 from worker_runtime.protocol.framing import LineReader
@@ -84,7 +90,10 @@ class SessionConfig:
     grants: tuple[Grant, ...]
     max_in_flight: int = 1
     start_timeout: float = 10.0
+    #: after a deadline (``deadline``, ``session_deadline``)
     cancel_grace: float = DEFAULT_CANCEL_GRACE
+    #: after the caller's cancel (``host_cancel``)
+    host_cancel_grace: float = DEFAULT_HOST_CANCEL_GRACE
     lifetime: float | None = 3600.0
     ping_interval: float | None = 30.0
     ping_timeout: float = 5.0
@@ -485,7 +494,9 @@ class Session:
         """Send ``cancel``, give it the grace to be acknowledged, else kill the sandbox."""
         if call.ended.is_set():
             return
-        grace_until = call.watch.begin_cancel(reason, self._now(), self.config.cancel_grace)
+        config = self.config
+        grace = config.host_cancel_grace if reason == "host_cancel" else config.cancel_grace
+        grace_until = call.watch.begin_cancel(reason, self._now(), grace)
         if not call.cancel_sent and self.state in ("ready", "closing"):
             call.cancel_sent = True
             try:

@@ -25,8 +25,12 @@ EndKind = Literal["result", "error", "cancelled", "timed_out", "indeterminate"]
 Verdict = Literal["accept", "late", "cancelled", "timed_out"]
 CancelReason = Literal["deadline", "host_cancel", "session_deadline"]
 
-#: Default seconds a cancelled adapter has to acknowledge before its sandbox is killed.
+#: Default seconds an adapter whose call passed its deadline has to acknowledge the
+#: cancel before its sandbox is killed (sized for deadline to reaped within 50 ms).
 DEFAULT_CANCEL_GRACE = 0.015
+#: Default seconds for a cancel the caller asked for: no deadline presses, and a kill
+#: ends every other call of the sandbox too, so a loaded host gives the adapter longer.
+DEFAULT_HOST_CANCEL_GRACE = 0.25
 
 
 class CallEnd(msgspec.Struct, frozen=True, kw_only=True):

@@ -146,6 +146,19 @@ async def test_handle_cancel_is_cooperative() -> None:
         assert (await sup.invoke("echo", "same worker")).session_id == out.session_id
 
 
+async def test_the_callers_cancel_waits_longer_for_the_acknowledgement_than_a_deadline() -> None:
+    # 0.1 s to acknowledge: within the caller's cancel grace (0.25 s), past a deadline's
+    # (15 ms); the first call is cancelled and its worker lives on, the second is killed
+    async with supervisor(pool_size=1) as sup:
+        handle = await sup.start("slow.ack", "0.1")
+        await trio.sleep(0.2)
+        out = await handle.cancel()
+        assert out.status == "cancelled" and out.kill_reason is None
+        late = await sup.invoke("slow.ack", "0.1", deadline=0.3)
+        assert late.status == "indeterminate" and late.kill_reason == "deadline"
+        assert late.session_id == out.session_id
+
+
 async def test_cancel_before_dispatch_runs_nothing() -> None:
     async with supervisor(pool_size=1) as sup:
         busy = await sup.start("sleep", "30")

@@ -75,6 +75,15 @@ def sleep(value: str, ctx: Context) -> str:
     return f"slept {value}"
 
 
+@registry.adapter("slow.ack")
+def slow_ack(value: str, ctx: Context) -> str:
+    """Cooperative but slow to stop: acknowledges ``value`` seconds after the cancel."""
+    if ctx.wait_cancelled(30):
+        time.sleep(float(value))
+        raise Cancelled()
+    return "never cancelled"
+
+
 @registry.adapter("stubborn")
 def stubborn(value: str, ctx: Context) -> str:
     """Ignores its token; returns after ``value`` seconds (a cancel ends in too_late)."""
