@@ -8,13 +8,15 @@ client's own ``notifications/cancelled`` (a cooperative cancel), progress from t
 forwarded to the client as ``notifications/progress``, an input that breaks the tool's
 schema refused before it reaches the server, a server that breaks the protocol replaced.
 What is not ``completed`` comes back as an ``isError`` result whose text says what
-happened (timed out, cancelled, outcome unknown). The server's tools are the ones it
-listed at start: a later ``tools/list_changed`` is not followed (docs/mcp-servers.md).
+happened (timed out, cancelled, outcome unknown). A ``tools/list_changed`` from the server
+makes the supervisor list its tools again; when they changed, the client gets
+``notifications/tools/list_changed`` and its next ``tools/list`` the new tools.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 from typing import Any
@@ -130,7 +132,11 @@ class ServedTools:
     def __init__(self, sup: Supervisor, deadline: float | None) -> None:
         self.sup = sup
         self.deadline = deadline
-        self.by_name = {listed_name(spec): spec for spec in sup.specs.values()}
+
+    @property
+    def by_name(self) -> dict[str, ToolSpec]:
+        """Read each time: the supervisor's view changes when the server's tools do."""
+        return {listed_name(spec): spec for spec in self.sup.specs.values()}
 
     def list(self) -> list[Any]:
         import mcp.types as types
@@ -188,14 +194,35 @@ def _progress(text: str, count: int) -> tuple[float, float | None, str | None]:
         return float(count), None, text
 
 
-def build_server(tools: ServedTools, *, version: str, instructions: str | None) -> Any:
+class ClientLink:
+    """The client's session, once it made a request (the SDK's low-level server shows it
+    to handlers only), for the notifications the proxy sends on its own."""
+
+    def __init__(self) -> None:
+        self.session: Any = None
+
+    async def tools_changed(self) -> None:
+        """``notifications/tools/list_changed`` to a client that has listed the tools (one
+        that has not will see the new list when it does)."""
+        if self.session is not None:
+            await self.session.send_tool_list_changed()
+
+
+def build_server(
+    tools: ServedTools, *, version: str, instructions: str | None, link: ClientLink | None = None
+) -> Any:
     import mcp.types as types
     from mcp.server.lowlevel import Server
 
+    link = link or ClientLink()
+
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        link.session = ctx.session
         return types.ListToolsResult(tools=tools.list())
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        link.session = ctx.session
+
         async def report(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
@@ -216,6 +243,7 @@ def build_server(tools: ServedTools, *, version: str, instructions: str | None) 
 async def serve_server_stdio(args: argparse.Namespace) -> None:
     """Serve until the client closes stdin, or SIGTERM/SIGINT (calls are cancelled
     cooperatively and the sandboxes closed)."""
+    from mcp.server.lowlevel import NotificationOptions
     from mcp.server.stdio import stdio_server
 
     from supervisor.commands.stdio import LineReader, TextWriter, protocol_fds, stop_on_signals
@@ -227,15 +255,36 @@ async def serve_server_stdio(args: argparse.Namespace) -> None:
         async with source, sink, trio.open_nursery() as nursery:
             nursery.start_soon(stop_on_signals, nursery.cancel_scope.cancel, nursery.cancel_scope)
             async with supervisor_for(args) as sup:
+                link = ClientLink()
                 server = build_server(
-                    ServedTools(sup, args.deadline), version=__version__, instructions=None
+                    ServedTools(sup, args.deadline),
+                    version=__version__,
+                    instructions=None,
+                    link=link,
                 )
+                send, receive = trio.open_memory_channel[None](1)
+
+                def on_change() -> None:  # one waiting notice tells of every change so far
+                    with contextlib.suppress(trio.WouldBlock):
+                        send.send_nowait(None)
+
+                unsubscribe = sup.add_tools_callback(on_change)
                 streams = stdio_server(stdin=LineReader(source), stdout=TextWriter(sink))  # type: ignore[arg-type]
-                async with streams as (read_stream, write_stream):
-                    await server.run(
-                        read_stream, write_stream, server.create_initialization_options()
-                    )
+                options = server.create_initialization_options(
+                    NotificationOptions(tools_changed=True)
+                )
+                async with streams as (read_stream, write_stream), trio.open_nursery() as inner:
+                    inner.start_soon(_forward_changes, receive, link)
+                    await server.run(read_stream, write_stream, options)
+                    inner.cancel_scope.cancel()
+                unsubscribe()
             nursery.cancel_scope.cancel()
+
+
+async def _forward_changes(changes: trio.MemoryReceiveChannel[None], link: ClientLink) -> None:
+    """Each change of the supervisor's tools as one ``tools/list_changed``."""
+    async for _ in changes:
+        await link.tools_changed()
 
 
 async def check(args: argparse.Namespace) -> None:

@@ -31,6 +31,7 @@ from supervisor.workers.sandboxed import (
 from supervisor.workers.secrets import Redactor, delivery, redactor_for, resolve
 from supervisor.workers.session import Session, SessionConfig
 from supervisor.workers.watchdog import DEFAULT_HOST_CANCEL_GRACE
+from worker_runtime.bridges.mcp import TOOLS_CHANGED_NOTICE
 from worker_runtime.protocol.messages import ToolSpec
 
 OnDead = Callable[[Session], None]
@@ -78,7 +79,11 @@ class GroupRuntime:
             self.describer = self.launcher.with_args("--describe")
         self.policies: dict[str, ToolPolicy] = {}
         self.specs: dict[str, ToolSpec] = {}
+        #: Called (synchronously, from a session's task) when the group's MCP server says
+        #: its tools changed; the supervisor re-describes the group then.
+        self.on_tools_changed: Callable[[], None] | None = None
         self._pool: Pool | None = None
+        self._config: SessionConfig | None = None
 
     @property
     def name(self) -> str:
@@ -133,14 +138,19 @@ class GroupRuntime:
                 cancel_grace=MCP_CANCEL_GRACE,
                 host_cancel_grace=max(MCP_CANCEL_GRACE, DEFAULT_HOST_CANCEL_GRACE),
             )
+        if group.mcp_server is not None:
+            config = dataclasses.replace(config, on_stdout=self._heard)
+        self._config = config
         launcher = self.launcher
 
         def session(on_dead: OnDead) -> Session:
-            return Session(launcher, config, on_dead=on_dead)
+            assert self._config is not None
+            return Session(launcher, self._config, on_dead=on_dead)
 
         def session_with_network(on_dead: OnDead) -> Session:
+            assert self._config is not None
             calls = SessionCalls()
-            made = Session(launcher.for_session(calls), config, on_dead=on_dead)
+            made = Session(launcher.for_session(calls), self._config, on_dead=on_dead)
             calls.session = made
             return made
 
@@ -154,3 +164,16 @@ class GroupRuntime:
             retire_margin=retire_margin,
         )
         return self._pool
+
+    def regrant(self) -> None:
+        """After a new `describe`: sessions from now on are granted the new tools, and the
+        running ones (granted the old) are retired, each closed once its calls end."""
+        assert self._config is not None, "regrant after make_pool"
+        grants = tuple(grant_for(p, self.group.calls_per_worker) for p in self.policies.values())
+        self._config = dataclasses.replace(self._config, grants=grants)
+        for session in self.pool.sessions:
+            self.pool.retire(session)
+
+    def _heard(self, data: bytes) -> None:
+        if TOOLS_CHANGED_NOTICE in data and self.on_tools_changed is not None:
+            self.on_tools_changed()

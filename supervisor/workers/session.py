@@ -104,6 +104,9 @@ class SessionConfig:
     #: What the worker says passes it before anything else sees it (a tool group's
     #: secrets: chunks, results, error texts, reconcile answers, start diagnostics).
     redact: Redactor | None = None
+    #: Hears what the worker writes on its stdout, besides the capture (diagnostics, but
+    #: the MCP bridge says there that its server's tools changed; never the protocol).
+    on_stdout: Callable[[bytes], None] | None = None
 
 
 class CallListener(Protocol):
@@ -302,8 +305,8 @@ class Session:
                 self._scope = nursery.cancel_scope
                 nursery.start_soon(self._reader, from_worker)
                 nursery.start_soon(self._writer, to_worker)
-                nursery.start_soon(self._drain, stdout, self.stdout)
-                nursery.start_soon(self._drain, stderr, self.stderr)
+                nursery.start_soon(self._drain, stdout, self.stdout, self.config.on_stdout)
+                nursery.start_soon(self._drain, stderr, self.stderr, None)
                 nursery.start_soon(self._wait_process, spawned)
                 nursery.start_soon(self._timer)
                 bootstrap, self._bootstrap = self._bootstrap, None
@@ -736,10 +739,14 @@ class Session:
             )
         self._end(call, end)
 
-    async def _drain(self, stream: PipeStream, capture: Capture) -> None:
+    async def _drain(
+        self, stream: PipeStream, capture: Capture, hear: Callable[[bytes], None] | None
+    ) -> None:
         try:
             while data := await stream.receive_some(READ_BYTES):
                 capture.feed(data)
+                if hear is not None:
+                    hear(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         finally:

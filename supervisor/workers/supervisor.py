@@ -14,6 +14,7 @@ of indeterminate operations, and the calls started with `start`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -32,6 +33,7 @@ from sandbox.netproxy.events import NetEvent
 from sandbox.netproxy.server import ProxyServer
 from supervisor._loop import current_loop
 from supervisor.ledger import (
+    AlreadyRegistered,
     AuditEvent,
     DeadlineElapsed,
     Ledger,
@@ -40,6 +42,7 @@ from supervisor.ledger import (
     ReconcileStatus,
     RetryClass,
     ToolPolicy,
+    UnknownTool,
 )
 from supervisor.ledger.audit import TERMINAL_KINDS
 from supervisor.ledger.policy import check_id
@@ -221,6 +224,8 @@ class Supervisor:
         self._key_of: dict[int, tuple[str, str]] = {}
         self._unsubscribe_keys: Callable[[], None] | None = None
         self._now: Callable[[], float] = anyio.current_time  # the loop's own, once entered
+        self._tools_callbacks: list[Callable[[], None]] = []
+        self._refreshing: dict[str, bool] = {}  # group -> another refresh asked meanwhile
 
     # -- life -------------------------------------------------------------------------------
 
@@ -268,6 +273,7 @@ class Supervisor:
             margin = 0.0 if self.session_lifetime is None else min(60.0, self.session_lifetime / 10)
             for runtime in runtimes.values():
                 await nursery.start(runtime.make_pool(base, margin, self.cancel_grace).run)
+                runtime.on_tools_changed = self._refresh_soon(runtime)
             nursery.start_soon(self._expire_indeterminate)
         except BaseException:
             nursery.cancel_scope.cancel()
@@ -470,6 +476,72 @@ class Supervisor:
         """Call ``callback(event)`` for every call event; returns the unsubscriber."""
         return self._audit.add_callback(callback)
 
+    def add_tools_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` (in the supervisor's loop) each time the tools changed: an
+        MCP server's ``tools/list_changed`` followed by a new listing that differs (read
+        `specs` then); returns the unsubscriber."""
+        self._tools_callbacks.append(callback)
+        return lambda: self._tools_callbacks.remove(callback)
+
+    # -- tools that change ------------------------------------------------------------------
+
+    def _refresh_soon(self, runtime: GroupRuntime) -> Callable[[], None]:
+        """What a group's sessions call when its server says its tools changed: one
+        refresh at a time per group, and one more if it was said again meanwhile."""
+
+        def changed() -> None:
+            if self._state != "running" or self._nursery is None:
+                return
+            if runtime.name in self._refreshing:
+                self._refreshing[runtime.name] = True
+                return
+            self._refreshing[runtime.name] = False
+            self._nursery.start_soon(refresh)
+
+        async def refresh() -> None:
+            try:
+                while True:
+                    await self.refresh_tools(runtime.name)
+                    if not self._refreshing.get(runtime.name):
+                        return
+                    self._refreshing[runtime.name] = False
+            finally:
+                self._refreshing.pop(runtime.name, None)
+
+        return changed
+
+    async def refresh_tools(self, group: str = DEFAULT_GROUP) -> bool:
+        """Describe ``group`` again, in a fresh sandbox, and serve what it lists now: new
+        tools are registered, gone ones refused, changed schemas checked; the group's
+        running sessions (granted the old tools) are retired once their calls end.
+        Returns whether anything changed. A listing that fails keeps the old tools."""
+        runtime = self.group(group)
+        before = (runtime.policies, runtime.specs)
+        try:
+            await runtime.describe(self.start_timeout)
+            policies = {name: rt.policies for name, rt in self._runtimes.items()}
+            home = {tool: self._runtimes[g] for tool, g in route(policies).items()}
+        except Exception as exc:
+            runtime.policies, runtime.specs = before
+            log.warning("group %r: listing its tools again failed, keeping them: %s", group, exc)
+            return False
+        if (runtime.policies, runtime.specs) == before:
+            return False
+        ledger = self.ledger
+        for tool, owner in home.items():
+            if tool not in self._policies:
+                policy = owner.policies[tool]
+                with contextlib.suppress(AlreadyRegistered):  # it was served before
+                    ledger.register_external_tool(policy, redactor=owner.group.redactors.get(tool))
+        self._home = home
+        self._policies = {t: rt.policies[t] for t, rt in home.items()}
+        self._specs = {t: rt.specs[t] for t, rt in home.items()}
+        self._inputs = InputChecker(self._specs.values())
+        runtime.regrant()
+        for callback in list(self._tools_callbacks):
+            callback()
+        return True
+
     # -- calls ------------------------------------------------------------------------------
 
     async def invoke(
@@ -546,8 +618,10 @@ class Supervisor:
                     "reconcile or resolve it first"
                 )
         now = self._now()
+        policy = self._policies.get(tool)
+        if policy is None:  # also one the ledger knows that is no longer served
+            raise UnknownTool(f"tool {tool!r} is not served")
         op_id = ledger.start(tool, value, deadline=deadline, idempotency_key=idempotency_key)
-        policy = self._policies[tool]  # the ledger refused a tool it does not know
         if idempotency_key is not None:
             self._hold_key(tool, idempotency_key, op_id)
         return SupervisedCall(

@@ -10,15 +10,19 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from hosting_helpers import child_env, read_audit
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import TextContent
-from mcp_fixtures import Servers
+from mcp.shared.exceptions import MCPError
+from mcp.types import TextContent, ToolListChangedNotification
+from mcp_fixtures import Servers, sandbox_writable
 
 
 @asynccontextmanager
-async def wrapped(server: list[str], *options: str) -> AsyncIterator[ClientSession]:
+async def wrapped(
+    server: list[str], *options: str, message_handler: Any = None
+) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "supervisor", "mcp", "--server", *options, "--", *server],
@@ -26,7 +30,7 @@ async def wrapped(server: list[str], *options: str) -> AsyncIterator[ClientSessi
     )
     async with (
         stdio_client(params, errlog=sys.stderr) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, message_handler=message_handler) as session,
     ):
         with trio.fail_after(60):
             await session.initialize()
@@ -108,3 +112,34 @@ async def test_server_everything_through_the_wrapper(servers: Servers) -> None:
         assert not result.is_error and steps == [1.0, 2.0, 3.0]
         result = await session.call_tool("getTinyImage", {})
         assert [c.type for c in result.content] == ["text", "image", "text"]
+
+
+async def test_the_servers_tools_list_changed_reaches_the_client(
+    servers: Servers, tmp_path: Path
+) -> None:
+    state = sandbox_writable(tmp_path / "state")
+    changed = trio.Event()
+
+    async def on_message(message: Any) -> None:  # the SDK client's own hook
+        if isinstance(message, ToolListChangedNotification):
+            changed.set()
+
+    server = [*servers.hostile, "--state", str(state)]
+    options = ("--bind", str(state), "--pool-size", "1")
+    async with wrapped(server, *options, message_handler=on_message) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert "grow_tools" in names and "grown" not in names
+        with pytest.raises(MCPError, match="unknown tool 'grown'"):
+            await session.call_tool("grown", {"n": 1})
+
+        result = await session.call_tool("grow_tools", {})
+        assert result.structured_content == {"result": "grown"}
+        with trio.fail_after(60):  # the supervisor lists the tools again in a fresh sandbox
+            await changed.wait()
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        assert listed["grown"].description == "Added later: n + 1."
+        assert listed["grown"].input_schema["required"] == ["n"]
+        result = await session.call_tool("grown", {"n": 41})  # on a session granted it
+        assert not result.is_error and result.structured_content == {"result": 42}
+        result = await session.call_tool("echo", {"text": "still"})
+        assert result.structured_content == {"result": "still"}

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 import trio
-from mcp_fixtures import Servers
+from mcp_fixtures import Servers, sandbox_writable
 
 from sandbox import SandboxPolicy
 from sandbox.policy import Bind
 from supervisor import Supervisor
 from supervisor.commands.scripted_bridge import add_sandboxed_tools
+from supervisor.ledger import UnknownTool
 from supervisor.scripted import ScriptedTool
 
 
@@ -89,6 +90,29 @@ async def test_every_outcome_and_every_attack_of_the_hostile_server(servers: Ser
         ended = "\n".join(s.stderr.text() for s in sup.pool.history)
         assert "request 987654, which was never made" in ended
         assert "over 4194304" in ended
+
+
+async def test_a_tools_list_changed_refreshes_the_supervisors_tools(
+    servers: Servers, tmp_path: Path
+) -> None:
+    state = sandbox_writable(tmp_path / "state")
+    policy = SandboxPolicy(binds=(Bind(str(state), writable=True),))
+    server = [*servers.hostile, "--state", str(state)]
+    async with mcp_supervisor(server, policy=policy, pool_size=1) as sup:
+        changed = trio.Event()
+        sup.add_tools_callback(changed.set)
+        assert "grown" not in sup.specs
+        with pytest.raises(UnknownTool):
+            await sup.invoke("grown", {"n": 1})
+        first = (await sup.invoke("grow_tools", {})).session_id
+        with trio.fail_after(60):
+            await changed.wait()
+        spec = sup.specs["grown"]
+        assert spec.description == "Added later: n + 1." and spec.schema is not None
+        out = await sup.invoke("grown", {"n": 41})
+        assert (out.status, out.value) == ("completed", {"result": 42})
+        assert out.session_id != first  # the old session was granted the old tools
+        assert not await sup.refresh_tools()  # listed again: nothing new
 
 
 async def test_a_server_that_cannot_start_says_why_in_one_line(servers: Servers) -> None:

@@ -76,6 +76,11 @@ READ_CHUNK = 65536
 FORWARD_STDERR = 256 * 1024
 #: Lines of the server's stderr quoted when it fails to start.
 TAIL_LINES = 3
+#: Written on the bridge's own stdout when the server sends ``tools/list_changed``: the
+#: host re-describes the server (`supervisor.workers.mcp_worker`). Only the bridge writes
+#: its stdout (the server's stdout is the bridge's pipe, its stderr is forwarded to fd 2),
+#: so the server cannot forge the notice, only send the notification itself.
+TOOLS_CHANGED_NOTICE = b"sandvisor-mcp-bridge: tools/list_changed\n"
 USAGE = (
     "usage: python -m worker_runtime.bridges.mcp [--describe] [--prefix P] "
     "[--start-timeout S] [--fd-in N --fd-out M] -- COMMAND [ARGS...]"
@@ -318,10 +323,13 @@ class Bridge:
             if self.tail.forwarding:
                 self.tail.feed(f"[mcp server] {event.text}\n".encode())
             return
-        if isinstance(event, Initialized | ToolsChanged):
-            if isinstance(event, ToolsChanged):
-                self.tail.feed(b"[mcp bridge] the server's tools changed; this session keeps "
-                               b"the tools it was granted\n")  # fmt: skip
+        if isinstance(event, ToolsChanged):
+            if self.conn is not None:  # before the session the listing is still to come
+                self.tail.feed(b"[mcp bridge] the server's tools changed\n")
+                with _suppress():
+                    _write_all(1, TOOLS_CHANGED_NOTICE)
+            return
+        if isinstance(event, Initialized):
             return
         conn = self.conn
         if conn is None:  # a call's event before the session: impossible, we made none

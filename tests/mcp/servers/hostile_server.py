@@ -157,6 +157,38 @@ def exit_now() -> str:
     os._exit(7)
 
 
+@server.tool(description="Add the tool 'grown' (remembered in --state DIR), then say so.")
+async def grow_tools(ctx: Context) -> str:
+    if STATE is None:
+        return "no --state directory"
+    with open(os.path.join(STATE, "grown"), "w") as handle:
+        handle.write("1")
+    _add_grown()
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+def grown(n: int) -> int:
+    return n + 1
+
+
+def _add_grown() -> None:
+    global _GROWN
+    if not _GROWN:
+        server.add_tool(grown, name="grown", description="Added later: n + 1.")
+        _GROWN = True
+
+
+_GROWN = False
+
+
+#: ``--state DIR``: where a change of the tools is remembered, so that every process of
+#: this server (the describing one, each pooled one) lists the same tools.
+STATE = sys.argv[sys.argv.index("--state") + 1] if "--state" in sys.argv else None
+if STATE is not None and os.path.exists(os.path.join(STATE, "grown")):
+    _add_grown()
+
+
 if __name__ == "__main__":
     if "--fail-start" in sys.argv:
         sys.stderr.write("hostile: missing configuration file /etc/hostile.toml\n")
