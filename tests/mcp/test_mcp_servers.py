@@ -17,6 +17,7 @@ from supervisor import Supervisor
 from supervisor.commands.scripted_bridge import add_sandboxed_tools
 from supervisor.ledger import UnknownTool
 from supervisor.scripted import ScriptedTool
+from supervisor.workers.tool_callbacks import EXIT_FAILED, EXIT_INDETERMINATE, EXIT_TIMED_OUT
 
 
 def mcp_supervisor(server: list[str], **kwargs: Any) -> Supervisor:
@@ -37,7 +38,7 @@ async def test_every_outcome_and_every_attack_of_the_hostile_server(servers: Ser
         assert out.value == {"n": 3, "square": 9}
         out = await sup.invoke("fail", {"text": "x"})
         assert out.status == "failed" and out.error_code == "tool_error"
-        assert out.error is not None and "\x1b" not in out.error and "\x07" not in out.error
+        assert out.error == "Error executing tool fail: refused [31mx"  # sanitised
 
         # the host refuses an input its schema does not allow, before any dispatch
         with pytest.raises(Exception, match="schema"):
@@ -90,6 +91,43 @@ async def test_every_outcome_and_every_attack_of_the_hostile_server(servers: Ser
         ended = "\n".join(s.stderr.text() for s in sup.pool.history)
         assert "request 987654, which was never made" in ended
         assert "over 4194304" in ended
+
+
+async def test_each_outcome_as_a_script_sees_it(servers: Servers) -> None:
+    async with mcp_supervisor(servers.hostile, pool_size=1, tool_prefix="hostile.") as sup:
+        shop = ScriptedTool("shop")
+        add_sandboxed_tools(
+            shop, sup.tools, lambda tool: sup.tool_callback(tool, deadline=1.0), specs=sup.specs
+        )
+        result = await shop.execute("hostile.echo --text hi")
+        assert (result.exit_code, result.stdout) == (0, '{"result":"hi"}\n'), result.stderr
+
+        # isError: failed, exit 1, the server's text sanitised on stderr
+        result = await shop.execute("hostile.fail --text x")
+        assert result.exit_code == EXIT_FAILED and result.stdout == ""
+        assert result.stderr == "hostile.fail: Error executing tool fail: refused [31mx\n"
+        result = await shop.execute("hostile.fail --text x || echo status $?")
+        assert result.stdout == "status 1\n"
+
+        # the deadline: the server acknowledges the cancel, timed out, the same server
+        first = sup.pool.sessions[0].id
+        result = await shop.execute("hostile.slow --seconds 30")
+        assert result.exit_code == EXIT_TIMED_OUT, result.stderr
+        assert result.stderr == "hostile.slow: timed out (deadline 1 s)\n"
+        assert [s.id for s in sup.pool.sessions] == [first]
+
+        # a hang: killed at the deadline, indeterminate, the server replaced
+        result = await shop.execute("hostile.hang --seconds 60; echo after $?")
+        assert result.stdout == f"after {EXIT_INDETERMINATE}\n", result.stderr
+        assert result.stderr == (
+            "hostile.hang: outcome unknown (deadline); the effect may or may not have happened\n"
+        )
+        with trio.fail_after(60):  # a fresh server (its start is not within the 1 s deadline)
+            while not [s for s in sup.pool.sessions if s.id != first and s.state == "ready"]:
+                await trio.sleep(0.05)
+        assert first not in [s.id for s in sup.pool.sessions] and sup.pool.replaced_sessions == 1
+        result = await shop.execute("hostile.echo --text again")
+        assert (result.exit_code, result.stdout) == (0, '{"result":"again"}\n'), result.stderr
 
 
 async def test_a_tools_list_changed_refreshes_the_supervisors_tools(

@@ -17,6 +17,7 @@ import time
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import SamplingMessage, TextContent
 
 server = MCPServer("hostile")
@@ -39,7 +40,8 @@ def echo(text: str) -> str:
 
 @server.tool(description="Fail on purpose, with a message that has control characters.")
 def fail(text: str) -> str:
-    raise ValueError(f"refused \x1b[31m{text}\x07")
+    # ToolError: the SDK sends its text (any other exception is only "Error executing tool")
+    raise ToolError(f"refused \x1b[31m{text}\x07")
 
 
 @server.tool(description="Return structured content.")
