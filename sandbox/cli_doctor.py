@@ -40,10 +40,14 @@ def render(report: ProbeReport) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = probe(smoke=not args.no_smoke)
-    if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
+    return report(probe(smoke=not args.no_smoke), as_json=args.json)
+
+
+def report(found: ProbeReport, *, as_json: bool) -> int:
+    """Print the findings (text or JSON); the exit status: 0 when nothing is missing."""
+    if as_json:
+        json.dump(found.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(render(report))
-    return 0 if report.ok else 1
+        print(render(found))
+    return 0 if found.ok else 1

@@ -14,7 +14,10 @@ from typing import Protocol, cast
 
 #: name -> (module, one-line help). Order is the order shown by `sandvisor --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "doctor": ("sandbox.cli_doctor", "check what this machine can sandbox, and how to fix it"),
+    "doctor": (
+        "supervisor.commands.doctor",
+        "check what this machine can sandbox (and an MCP server's runtime), and how to fix it",
+    ),
     "exec": ("sandbox.cli_exec", "run one program in the default sandbox policy"),
     "demo": ("supervisor.commands.demo", "show the whole product on this machine in a few seconds"),
     "script": ("supervisor.commands.script", "run a bash script over tools, sandboxed ones too"),

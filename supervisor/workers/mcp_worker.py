@@ -174,8 +174,8 @@ def _tree_of(path: str) -> list[str]:
         probe = os.path.dirname(probe)
     if node_root is not None:
         return [node_root]
-    if os.path.basename(directory) == "bin":  # a runtime's prefix: node, python
-        return [os.path.dirname(directory)]
+    if os.path.basename(directory) == "bin" and directory != "/bin":  # a runtime's prefix
+        return [os.path.dirname(directory)]  # node, python (never "/": /bin is the system's)
     return [directory]
 
 
