@@ -11,6 +11,10 @@ parser instead of argparse: start-up time.
 host reads it from a sandboxed run to learn what to grant, without importing untrusted
 adapter modules itself.
 
+With ``$SANDVISOR_JOURNAL`` set (the host bound a journal directory for effectful
+adapters, spec section 11), the worker journals their calls there; a journal directory
+it cannot open stops it before the session (exit 3).
+
 With ``$SANDVISOR_NET_SOCKET`` set (the sandbox has a network allowlist), the loopback
 forwarder to the host's proxy starts before any adapter loads (`worker_runtime.netforward`).
 """
@@ -24,6 +28,7 @@ import sys
 from . import __version__
 from .adapters import AdapterRegistry
 from .driver import EXIT_BOOTSTRAP, WorkerDriver, exit_now
+from .journal import JournalError, WorkerJournal
 
 USAGE = (
     "usage: python -m worker_runtime --adapters MODULE:ATTR [...] [--fd-in N --fd-out M]"
@@ -99,7 +104,12 @@ def main(argv: list[str]) -> int:
         return EXIT_BOOTSTRAP
     if "--describe" in argv:
         return describe(registry, fd_out)
-    return WorkerDriver(registry, fd_in, fd_out, version=__version__).run()
+    try:
+        journal = WorkerJournal.from_env()
+    except JournalError as exc:  # bound by the host, yet unusable: fail closed
+        print(f"worker_runtime: {exc}", file=sys.stderr)
+        return EXIT_BOOTSTRAP
+    return WorkerDriver(registry, fd_in, fd_out, version=__version__, journal=journal).run()
 
 
 def describe(registry: AdapterRegistry, fd_out: int) -> int:

@@ -197,10 +197,18 @@ class Adapter(NamedTuple):
     expose_errors: bool
     description: str = ""
     schema: dict[str, Any] | None = None
+    effectful: bool = False
 
     def spec(self) -> ToolSpec:
         """How `ready` and ``--describe`` describe this tool."""
-        return ToolSpec(self.tool, self.format, self.cancellable, self.description, self.schema)
+        return ToolSpec(
+            self.tool,
+            self.format,
+            self.cancellable,
+            self.description,
+            self.schema,
+            effectful=self.effectful,
+        )
 
 
 def _copy_schema(tool: str, schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -232,6 +240,7 @@ class AdapterRegistry:
         expose_errors: bool = False,
         description: str = "",
         schema: Mapping[str, Any] | None = None,
+        effectful: bool = False,
     ) -> Callable[[AdapterFn], AdapterFn]:
         """Register the decorated function as the adapter of ``tool``.
 
@@ -240,6 +249,10 @@ class AdapterRegistry:
         ``description``: what the tool does, as a model and a script's help show it.
         ``schema``: the JSON Schema of a json tool's input; the host shows it and checks
         each input against it before dispatch.
+        ``effectful=True``: the call changes something outside the worker (a payment, a
+        message, a file): the worker journals it before it runs and its answer after, so
+        an idempotency key is never run twice and a fresh session can reconcile it
+        (docs/protocol.md, "Effectful adapters").
         """
 
         def register(fn: AdapterFn) -> AdapterFn:
@@ -251,6 +264,7 @@ class AdapterRegistry:
                 expose_errors=expose_errors,
                 description=description,
                 schema=schema,
+                effectful=effectful,
             )
             return fn
 
@@ -266,6 +280,7 @@ class AdapterRegistry:
         expose_errors: bool = False,
         description: str = "",
         schema: Mapping[str, Any] | None = None,
+        effectful: bool = False,
     ) -> None:
         if not is_id(tool):
             raise ValueError(f"tool name {tool!r} is not 1..128 bytes of [a-z0-9._-]")
@@ -283,6 +298,7 @@ class AdapterRegistry:
             bool(expose_errors),
             description,
             _copy_schema(tool, schema),
+            bool(effectful),
         )
         try:
             msgspec.convert(msgspec.to_builtins(adapter.spec()), ToolSpec)
@@ -302,6 +318,7 @@ class AdapterRegistry:
                 expose_errors=adapter.expose_errors,
                 description=adapter.description,
                 schema=adapter.schema,
+                effectful=adapter.effectful,
             )
 
     def get(self, tool: str) -> Adapter | None:

@@ -28,10 +28,15 @@ import time
 from typing import Any, NoReturn
 
 from .adapters import Adapter, AdapterError, AdapterRegistry, Cancelled, Context
+from .journal import Refusal, Replay, WorkerJournal, journal_outcome
 from .protocol.bootstrap import read_bootstrap
-from .protocol.errors import BootstrapError, ProtocolError, Refused
+from .protocol.errors import BootstrapError, OutputTooLarge, ProtocolError, Refused, StateViolation
 from .protocol.framing import LineReader
+from .protocol.journal import input_digest
 from .protocol.keys import derive_keys
+from .protocol.limits import MAX_JOURNALED_PAYLOAD_BYTES
+from .protocol.messages import Payload
+from .protocol.payloads import check_payload, make_payload
 from .protocol.rules import CANCEL_REQUESTED
 from .protocol.worker import (
     CancelReceived,
@@ -76,14 +81,17 @@ class _Hand:
 
 
 class _Job:
-    """An invoke to run: the adapter, its context and its input value."""
+    """An invoke to run: the adapter, its context, its input value and its journal key."""
 
-    __slots__ = ("adapter", "ctx", "value")
+    __slots__ = ("adapter", "ctx", "journal_key", "value")
 
-    def __init__(self, adapter: Adapter, ctx: Context, value: Any) -> None:
+    def __init__(
+        self, adapter: Adapter, ctx: Context, value: Any, journal_key: str | None = None
+    ) -> None:
         self.adapter = adapter
         self.ctx = ctx
         self.value = value
+        self.journal_key = journal_key
 
 
 class WorkerDriver:
@@ -96,8 +104,10 @@ class WorkerDriver:
         fd_out: int = 4,
         *,
         version: str = "0",
+        journal: WorkerJournal | None = None,
     ) -> None:
         self._registry = registry
+        self._journal = journal
         self._fd_in = fd_in
         self._fd_out = fd_out
         self._version = version
@@ -248,7 +258,7 @@ class WorkerDriver:
                 if self._standby_sleeping and self._standby is not None:
                     self._standby_sleeping = False
                     self._signal(self._standby)
-        outcome = _outcome(job.adapter, job.ctx, job.value)
+        outcome = self._call(job)
         if _now() - started < QUICK_CALL:
             if streak < QUICK_STREAK:
                 self._quick[tool] = streak + 1
@@ -258,7 +268,7 @@ class WorkerDriver:
 
     def _run(self, hand: _Hand, job: _Job) -> None:
         """Run a call on a thread that is not the reader."""
-        self._end(hand, job.ctx, _outcome(job.adapter, job.ctx, job.value))
+        self._end(hand, job.ctx, self._call(job))
 
     def _end(self, hand: _Hand, ctx: Context, outcome: tuple[str, Any]) -> bool:
         """Seal exactly the call's legal frames and send them; then, if ``hand`` is not
@@ -343,7 +353,12 @@ class WorkerDriver:
             self._queue.append(conn.pong(event.nonce))
         elif kind is ReconcileReceived:
             assert isinstance(event, ReconcileReceived)
-            self._queue.append(conn.reconciled(event.rid))
+            journal = self._journal
+            if journal is not None and self._adapter(event.tool).effectful:
+                entries = journal.lookup(event.tool, event.operation_key)
+                self._queue.append(conn.reconciled(event.rid, entries))
+            else:
+                self._queue.append(conn.reconciled(event.rid))
         elif kind is Opened:
             self._queue.append(conn.ready(IMPL, self._version))
         return None
@@ -373,7 +388,74 @@ class WorkerDriver:
             emit=emit,
         )
         self._contexts[rid] = ctx
-        return _Job(self._adapter(event.tool), ctx, event.value)
+        return _Job(self._adapter(event.tool), ctx, event.value, event.journal_key)
+
+    def _call(self, job: _Job) -> tuple[str, Any]:
+        """Run one call to its outcome; an effectful one inside its journal entries."""
+        if not job.adapter.effectful:
+            return _outcome(job.adapter, job.ctx, job.value)
+        return self._effect(job)
+
+    def _effect(self, job: _Job) -> tuple[str, Any]:
+        """Record the start (durably), run, settle what the answer will be, record it
+        (durably), and only then let it be sent. A recorded answer is replayed instead."""
+        adapter, ctx = job.adapter, job.ctx
+        journal = self._journal
+        if journal is None or job.journal_key is None:
+            why = "the host bound no journal" if journal is None else "the invoke has no key"
+            return (
+                "error",
+                (
+                    "journal_unavailable",
+                    f"{ctx.tool} is effectful and this session cannot journal it ({why}); "
+                    "it was not run",
+                    False,
+                ),
+            )
+        assert self._conn is not None
+        key = bytes.fromhex(job.journal_key)
+        digest = input_digest(adapter.format, job.value)
+        try:
+            begun = journal.begin(
+                ctx.tool, ctx.idempotency_key, key, ctx.attempt, digest, self._conn.session_id
+            )
+        except Replay as replay:
+            return replay.outcome
+        except Refusal as refusal:
+            return refusal.outcome()
+        outcome, payload = self._settle(ctx, _outcome(adapter, ctx, job.value))
+        try:
+            journal.end(begun, key, journal_outcome(outcome, payload))
+        except OSError as exc:  # the answer still goes out; reconcile will say running
+            _diag(f"cannot record the end of {ctx.tool} {ctx.idempotency_key}: {exc}")
+        return outcome
+
+    def _settle(
+        self, ctx: Context, outcome: tuple[str, Any]
+    ) -> tuple[tuple[str, Any], Payload | None]:
+        """The outcome as the frames will state it (a result the grant refuses becomes its
+        error, a ``Cancelled`` without a cancel an adapter error), and a result's payload."""
+        kind, detail = outcome
+        with self._lock:
+            call = None if self._conn is None else self._conn.call(ctx.rid)
+        if call is None:
+            return outcome, None
+        if kind == "cancelled":
+            if call.cancel == CANCEL_REQUESTED:
+                return outcome, None
+            why = "adapter raised Cancelled without a cancel"
+            return ("error", ("adapter_error", why, False)), None
+        if kind != "result":
+            return outcome, None
+        grant = call.grant
+        limit = min(grant.max_output_bytes, MAX_JOURNALED_PAYLOAD_BYTES)
+        try:
+            payload = make_payload(detail, grant.format, "result")
+            check_payload(payload, grant.format, limit, OutputTooLarge, "result")
+        except StateViolation as exc:
+            code = "output_too_large" if isinstance(exc, OutputTooLarge) else "invalid_output"
+            return ("error", (code, str(exc), False)), None
+        return outcome, payload
 
     def _terminal_frames(self, conn: WorkerConnection, rid: str, outcome: tuple[str, Any]) -> bytes:
         kind, detail = outcome

@@ -92,6 +92,7 @@ class WorkerProcess:
         fds: tuple[int, int] = (3, 4),
         session_id: str | None = None,
         session_key: bytes | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.session_id = session_id or new_session_id()
         self.session_key = session_key or new_session_key()
@@ -102,7 +103,7 @@ class WorkerProcess:
             args = [a for spec in adapters for a in ("--adapters", spec)]
         child_in, self._to_worker = os.pipe()
         self._from_worker, child_out = os.pipe()
-        env = dict(os.environ)
+        env = {**os.environ, **(env or {})}
         env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
         self.started = time.monotonic()
         self.proc = subprocess.Popen(

@@ -30,7 +30,7 @@ from .errors import (
     UnknownRequest,
 )
 from .keys import DirectionalKeys
-from .limits import DEFAULT_MAX_IN_FLIGHT, ID_MATCH, MAX_NONCE_CHARS, is_id
+from .limits import DEFAULT_MAX_IN_FLIGHT, ID_MATCH, KEY_BYTES, MAX_NONCE_CHARS, is_id
 from .messages import (
     Cancel,
     CancelResult,
@@ -48,9 +48,12 @@ from .messages import (
     Reconcile,
     Reconciled,
     Result,
+    Running,
+    SignedEntry,
     Status,
     Succeeded,
     ToolSpec,
+    UnknownState,
     WorkerMessage,
 )
 from .payloads import check_message_text, check_payload, check_spec, make_payload
@@ -110,10 +113,14 @@ class CancelUnsupported(HostEvent, frozen=True):
 
 
 class ReconcileAnswered(HostEvent, frozen=True):
+    """``journal``: for an effectful tool, the entries the status comes from (section 11):
+    unchecked here; the host checks their tags with the operation's journal key."""
+
     rid: str
     tool: str
     operation_key: str
     status: Status
+    journal: list[SignedEntry] | None = None
 
 
 class PongReceived(HostEvent, frozen=True):
@@ -250,8 +257,10 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         idempotency_key: str,
         attempt: int = 1,
         deadline_ms: int | None = None,
+        journal_key: bytes | None = None,
     ) -> tuple[str, bytes]:
-        """Start a call; returns its minted rid and the line.
+        """Start a call; returns its minted rid and the line. ``journal_key``: the
+        operation's key for the worker's journal (32 bytes; section 11), or None.
 
         The hot path: each rule is checked once, in the order the worker checks it."""
         if self._dead is not None or not self._opened or self._closing:
@@ -266,6 +275,11 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
             not isinstance(deadline_ms, int) or isinstance(deadline_ms, bool) or deadline_ms < 0
         ):
             raise Refused("bad_deadline", "deadline_ms must be None or an int >= 0")
+        hex_key = None
+        if journal_key is not None:
+            if not isinstance(journal_key, bytes) or len(journal_key) != KEY_BYTES:
+                raise Refused("bad_journal_key", f"a journal key is {KEY_BYTES} bytes")
+            hex_key = journal_key.hex()
         rid = f"r{self._counter + 1}"
         calls = self._calls
         # every call in flight (this one too) keeps an id free for its cancel
@@ -278,8 +292,8 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         except StateViolation as exc:
             raise Refused.because(exc) from None
         line = self._sealer.seal(
-            Invoke, rid, tool, payload, attempt, idempotency_key, deadline_ms
-        )  # rid, tool, payload, attempt, idempotency_key, deadline_ms
+            Invoke, rid, tool, payload, attempt, idempotency_key, deadline_ms, hex_key
+        )  # rid, tool, payload, attempt, idempotency_key, deadline_ms, journal_key
         self._counter += 1
         rules.admit_invoke(_HostCall(rid, grant, idempotency_key, size))
         return rid, line
@@ -478,8 +492,35 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
             )
         elif isinstance(status, Failed):
             check_message_text(status.message, "failed message")
+        self._check_journal(msg)
         del self._reconciles[msg.rid]
-        return ReconcileAnswered(msg.rid, msg.tool, msg.operation_key, status)
+        return ReconcileAnswered(msg.rid, msg.tool, msg.operation_key, status, msg.journal)
+
+    def _check_journal(self, msg: Reconciled) -> None:
+        """Section 11's shape of an answer: an effectful tool's terminal status comes with
+        the start and end entries it is recorded in, ``running`` with at most the start,
+        ``unknown`` with none; any other tool's answer carries no entries."""
+        assert self._ready is not None
+        spec = next((t for t in self._ready.tools if t.name == msg.tool), None)
+        count = 0 if msg.journal is None else len(msg.journal)
+        if spec is None or not spec.effectful:
+            if count:
+                raise UnexpectedMessage(
+                    f"reconciled {msg.rid!r} relays a journal for a tool not declared effectful"
+                )
+            return
+        status = msg.status
+        if isinstance(status, UnknownState):
+            allowed: tuple[int, ...] = (0,)
+        elif isinstance(status, Running):
+            allowed = (0, 1)
+        else:
+            allowed = (2,)
+        if count not in allowed:
+            raise UnexpectedMessage(
+                f"reconciled {msg.rid!r} says {type(status).__name__} with {count} journal "
+                f"entries (section 11 wants {' or '.join(map(str, allowed))})"
+            )
 
     def _finish(self, call: _HostCall) -> None:
         del self._calls[call.rid]

@@ -46,6 +46,16 @@ MAX_NONCE_CHARS: Final = 64
 DEFAULT_MAX_IN_FLIGHT: Final = 1
 #: Calls the worker remembers for `reconcile` (section 9: at least 1,024).
 RECONCILE_MEMORY: Final = 1024
+#: A journal key in `invoke` (section 11): 32 bytes as lowercase hex.
+JOURNAL_KEY_PATTERN: Final = r"^[0-9a-f]{64}\Z"
+#: Domain prefix of a journal entry's MAC (section 11).
+JOURNAL_DOMAIN: Final = b"sandvisor/v1/journal\n"
+#: Entries per operation key a worker journal holds at most: attempts that ended with a
+#: retryable failure or a cancel, plus the one that counts (section 11).
+MAX_JOURNAL_ATTEMPTS: Final = 64
+#: The largest result an effectful tool may return (bytes of its payload): room is left
+#: in a frame for the journal entries that a `reconciled` answer carries (section 11).
+MAX_JOURNALED_PAYLOAD_BYTES: Final = MAX_LINE_BYTES - 8192
 #: Highest sequence number a sender will seal (u64, as Splash).
 MAX_SEQUENCE: Final = 2**64 - 1
 

@@ -19,6 +19,7 @@ import msgspec
 
 from .limits import (
     ID_PATTERN,
+    JOURNAL_KEY_PATTERN,
     MAX_DESCRIPTION_CHARS,
     MAX_ID_BYTES,
     MAX_NONCE_CHARS,
@@ -30,6 +31,8 @@ Ref = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_BYTES)]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Nonce = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NONCE_CHARS)]
+#: 32 bytes as 64 lowercase hex characters: a journal key, an entry's tag.
+Hex32 = Annotated[str, msgspec.Meta(pattern=JOURNAL_KEY_PATTERN)]
 Format = Literal["text", "json"]
 CancelOutcome = Literal["acknowledged", "too_late", "unsupported"]
 
@@ -91,7 +94,9 @@ class ToolSpec(_Strict, frozen=True):
 
     ``schema`` is the JSON Schema of a json tool's input (None: any object; always None
     for a text tool). ``alias`` is the tool's own name where the id grammar cannot hold
-    it (an MCP server's ``longRunningOperation``), else None.
+    it (an MCP server's ``longRunningOperation``), else None. ``effectful``: the worker
+    journals each call before it runs (section 11) and answers `reconcile` from that
+    journal, with its entries.
     """
 
     name: Id
@@ -100,6 +105,7 @@ class ToolSpec(_Strict, frozen=True):
     description: Annotated[str, msgspec.Meta(max_length=MAX_DESCRIPTION_CHARS)] = ""
     schema: dict[str, Any] | None = None
     alias: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_BYTES)] | None = None
+    effectful: bool = False
 
 
 # -- reconciled status: {"state": running | succeeded+payload | failed+message | ...} ------
@@ -128,6 +134,15 @@ class UnknownState(_Strict, tag_field="state", tag="unknown", frozen=True):
 Status = Running | Succeeded | Failed | CancelledState | UnknownState
 
 
+class SignedEntry(_Strict, frozen=True):
+    """A journal entry as the worker found it (section 11): ``body`` is the entry's exact
+    JSON bytes, relayed verbatim (`msgspec.Raw`), so the host checks ``tag`` over the very
+    bytes the worker wrote; its content is decoded only after that check."""
+
+    tag: Hex32
+    body: msgspec.Raw
+
+
 # -- bodies: {"v": 1, "sid": ..., "seq": n, "type": kind, ...fields} ---------------------
 
 
@@ -154,6 +169,7 @@ class Invoke(Body, tag="invoke", frozen=True):
     attempt: Positive
     idempotency_key: Id
     deadline_ms: NonNegative | None
+    journal_key: Hex32 | None = None
 
 
 class Cancel(Body, tag="cancel", frozen=True):
@@ -215,6 +231,7 @@ class Reconciled(Body, tag="reconciled", frozen=True):
     tool: Ref
     operation_key: Ref
     status: Status
+    journal: Annotated[list[SignedEntry], msgspec.Meta(min_length=1, max_length=2)] | None = None
 
 
 class Pong(Body, tag="pong", frozen=True):

@@ -29,6 +29,7 @@ from .errors import (
     UnexpectedMessage,
     UnknownRequest,
 )
+from .journal import relayed_status
 from .keys import DirectionalKeys
 from .limits import MAX_LINE_BYTES, RECONCILE_MEMORY, is_id
 from .messages import (
@@ -50,6 +51,7 @@ from .messages import (
     Reconciled,
     Result,
     Running,
+    SignedEntry,
     Status,
     Succeeded,
     ToolSpec,
@@ -89,6 +91,7 @@ class InvokeReceived(WorkerEvent, frozen=True):
     attempt: int
     idempotency_key: str
     deadline_ms: int | None
+    journal_key: str | None = None
 
 
 class CancelReceived(WorkerEvent, frozen=True):
@@ -212,7 +215,13 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
         size = rules.check_invoke(msg.rid, grant, msg.payload)
         rules.admit_invoke(Call(msg.rid, grant, msg.idempotency_key, size))
         return InvokeReceived(
-            msg.rid, msg.tool, msg.payload.value, msg.attempt, msg.idempotency_key, msg.deadline_ms
+            msg.rid,
+            msg.tool,
+            msg.payload.value,
+            msg.attempt,
+            msg.idempotency_key,
+            msg.deadline_ms,
+            msg.journal_key,
         )
 
     def _on_cancel(self, rules: SessionRules[Call], msg: Cancel) -> CancelReceived:
@@ -335,26 +344,36 @@ class WorkerConnection(Endpoint[HostMessage, WorkerEvent]):
         del self._owed_too_late[cid]
         return line
 
-    def reconciled(self, rid: str) -> bytes:
-        """The answer to a `reconcile`, from what this session remembers."""
+    def reconciled(self, rid: str, journal: list[SignedEntry] | None = None) -> bytes:
+        """The answer to a `reconcile`: from what this session remembers, or, for an
+        effectful tool, from ``journal`` (the entries the worker's journal holds for the
+        key, section 11), which it relays with the status they stand for."""
         self._check_usable()
         asked = self._owed_reconciles.get(rid)
         if asked is None:
             raise Refused("not_owed", f"no reconcile {rid!r} is pending")
         tool, key = asked
-        remembered = self._memory.get(asked)
-        status = UnknownState() if remembered is None else remembered[0]
-        if self._rules and any(
+        running = self._rules is not None and any(
             c.tool == tool and c.idempotency_key == key for c in self._rules.in_flight.values()
-        ):
-            status = Running()
+        )
+        entries = None
+        fallback: Status = UnknownState()
+        if journal is not None:
+            entries = (journal[:1] if running else journal[:2]) or None
+            status = Running() if running else relayed_status(journal)
+            fallback = Running() if entries else UnknownState()
+        else:
+            remembered = self._memory.get(asked)
+            status = UnknownState() if remembered is None else remembered[0]
+            if running:
+                status = Running()
         try:
             line = self._sealer.seal(
-                Reconciled, rid=rid, tool=tool, operation_key=key, status=status
+                Reconciled, rid=rid, tool=tool, operation_key=key, status=status, journal=entries
             )
-        except Refused:  # the remembered payload no longer fits a frame
+        except Refused:  # what it holds no longer fits a frame: it proves nothing
             line = self._sealer.seal(
-                Reconciled, rid=rid, tool=tool, operation_key=key, status=UnknownState()
+                Reconciled, rid=rid, tool=tool, operation_key=key, status=fallback
             )
         del self._owed_reconciles[rid]
         return line
