@@ -651,10 +651,25 @@ class Ledger(LedgerEngine):
         calls = dict(previous.calls) if previous is not None else {}
         calls.update(journal.call_counts(last_op))
         checkpoint = Checkpoint(seq=seq, hash=hash_, last_op_id=last_op, calls=calls)
-        events, operations = self._guard(lambda: journal.prune(checkpoint))
+        events, removed = self._guard(lambda: journal.prune(checkpoint))
         if vacuum:
             journal.vacuum()
-        return Compaction((seq, hash_), events, operations)
+        done = Compaction((seq, hash_), events, len(removed), tuple(removed))
+        for subscriber in list(self._compaction_subscribers):
+            subscriber(done)
+        return done
+
+    def subscribe_compaction(self, subscriber: Callable[[Compaction], None]) -> Callable[[], None]:
+        """Call ``subscriber(compaction)`` after each `compact` that removed operations
+        (it commits first), e.g. to forget what a worker journaled of them. Returns a
+        function that unsubscribes."""
+        self._compaction_subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            if subscriber in self._compaction_subscribers:
+                self._compaction_subscribers.remove(subscriber)
+
+        return unsubscribe
 
     def close(self) -> None:
         """Close the journal. The ledger refuses every further transition."""

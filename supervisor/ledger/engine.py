@@ -40,6 +40,7 @@ from supervisor.ledger.records import OpRecord, result_digest
 from supervisor.ledger.types import (
     MAX_MESSAGE_BYTES,
     Cancelled,
+    Compaction,
     Completed,
     Denied,
     Failed,
@@ -118,6 +119,7 @@ class LedgerEngine:
         self._wall = wall_clock
         self._trail = AuditTrail(audit_capacity)
         self._subscribers = self._trail.subscribers
+        self._compaction_subscribers: list[Callable[[Compaction], None]] = []
         self._tools: dict[str, _Tool] = {}
         self._calls: dict[str, int] = {}
         self._live: dict[int, Operation] = {}

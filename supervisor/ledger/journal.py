@@ -306,11 +306,12 @@ class SqliteJournal:
         row = self._conn.execute("SELECT hash FROM events WHERE seq=?", (seq,)).fetchone()
         return None if row is None else str(row[0])
 
-    def prune(self, checkpoint: Checkpoint) -> tuple[int, int]:
+    def prune(self, checkpoint: Checkpoint) -> tuple[int, list[tuple[str, str]]]:
         """Remove events and results up to ``checkpoint.seq`` and operations up to
         ``checkpoint.last_op_id``, and record the checkpoint, in one transaction.
-        Returns ``(events, operations)`` removed. The caller has checked that no
-        operation has events on both sides of the checkpoint, and that no batch is open."""
+        Returns the events removed and the ``(tool, idempotency_key)`` of each operation
+        removed. The caller has checked that no operation has events on both sides of
+        the checkpoint, and that no batch is open."""
         conn = self._conn
         try:
             conn.execute("BEGIN")
@@ -318,9 +319,11 @@ class SqliteJournal:
                 conn.execute(f"DROP TRIGGER {table}_no_delete")
             events = conn.execute("DELETE FROM events WHERE seq<=?", (checkpoint.seq,)).rowcount
             conn.execute("DELETE FROM results WHERE seq<=?", (checkpoint.seq,))
-            operations = conn.execute(
-                "DELETE FROM operations WHERE op_id<=?", (checkpoint.last_op_id,)
-            ).rowcount
+            removed = conn.execute(
+                "SELECT tool, idempotency_key FROM operations WHERE op_id<=? ORDER BY op_id",
+                (checkpoint.last_op_id,),
+            ).fetchall()
+            conn.execute("DELETE FROM operations WHERE op_id<=?", (checkpoint.last_op_id,))
             for table in _TABLES:
                 conn.execute(_append_only(table, "delete"))
             conn.execute(
@@ -331,7 +334,7 @@ class SqliteJournal:
         except sqlite3.Error as exc:
             self._abandon()
             raise JournalFailed(f"journal compaction failed: {exc}") from exc
-        return events, operations
+        return events, [(str(tool), str(key)) for tool, key in removed]
 
     def vacuum(self) -> None:
         """Give the space of removed rows back to the file system."""

@@ -202,3 +202,6 @@ class Compaction(msgspec.Struct, frozen=True):
     checkpoint: tuple[int, str] | None
     events_removed: int
     operations_removed: int
+    #: ``(tool, idempotency_key)`` of each operation removed, oldest first (what a
+    #: worker's journal of those operations may forget too).
+    removed: tuple[tuple[str, str], ...] = ()

@@ -16,6 +16,7 @@ from supervisor.ledger import (
     AlreadyCompleted,
     AuditChainBroken,
     CallBudgetExhausted,
+    Compaction,
     Completed,
     Ledger,
     LedgerError,
@@ -96,6 +97,27 @@ def _forget(ledger: Ledger, op_id: int) -> Any:
     """The outcome of a removed operation, once the ledger's memory has let it go too."""
     ledger._retained.clear()
     return ledger.outcome(op_id)
+
+
+def test_compaction_names_the_operations_it_removed_and_tells_subscribers(
+    open_ledger: Callable[..., Ledger],
+) -> None:
+    ledger = open_ledger()
+    done = finish(ledger, 3)
+    keys = [ledger.status(op).idempotency_key for op in done]
+    mine = ledger.start("t", "mine", idempotency_key="order-7")
+    ledger.claim(mine)
+    ledger.complete(mine, "ok")
+    pending = ledger.start("t", "still")
+    heard: list[Compaction] = []
+    unsubscribe = ledger.subscribe_compaction(heard.append)
+    report = ledger.compact()
+    assert report.removed == (*(("t", k) for k in keys), ("t", "order-7"))
+    assert report.operations_removed == 4 and heard == [report]
+    ledger.claim(pending)
+    ledger.complete(pending, "x")
+    unsubscribe()
+    assert ledger.compact().operations_removed == 1 and heard == [report]
 
 
 def test_pending_operations_and_everything_after_them_stay(
