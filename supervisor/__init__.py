@@ -17,6 +17,9 @@ _LAZY: dict[str, str] = {
     "Supervisor": "supervisor.workers.supervisor",
     "SupervisorError": "supervisor.workers.supervisor",
     "DuplicateOperation": "supervisor.workers.supervisor",
+    "JournalError": "supervisor.workers.worker_journal",
+    "JournalFull": "supervisor.workers.supervisor",
+    "JournalTampered": "supervisor.workers.worker_journal",
     "CallHandle": "supervisor.workers.calls",
     "Outcome": "supervisor.workers.outcome",
     "CallEvent": "supervisor.workers.call_audit",
@@ -34,6 +37,9 @@ __all__ = [
     "CallEvent",
     "CallHandle",
     "DuplicateOperation",
+    "JournalError",
+    "JournalFull",
+    "JournalTampered",
     "Outcome",
     "Secret",
     "Supervisor",
@@ -53,7 +59,13 @@ if TYPE_CHECKING:
     from supervisor.workers.outcome import Outcome
     from supervisor.workers.pool import WorkerUnavailable
     from supervisor.workers.secrets import Secret
-    from supervisor.workers.supervisor import DuplicateOperation, Supervisor, SupervisorError
+    from supervisor.workers.supervisor import (
+        DuplicateOperation,
+        JournalFull,
+        Supervisor,
+        SupervisorError,
+    )
+    from supervisor.workers.worker_journal import JournalError, JournalTampered
 
 
 __getattr__ = lazy_exports(__name__, _LAZY)

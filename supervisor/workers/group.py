@@ -31,6 +31,7 @@ from supervisor.workers.sandboxed import (
 from supervisor.workers.secrets import Redactor, delivery, redactor_for, resolve
 from supervisor.workers.session import Session, SessionConfig
 from supervisor.workers.watchdog import DEFAULT_HOST_CANCEL_GRACE
+from supervisor.workers.worker_journal import GroupJournal, WorkerJournals
 from worker_runtime.bridges.mcp import TOOLS_CHANGED_NOTICE
 from worker_runtime.protocol.messages import ToolSpec
 
@@ -82,6 +83,8 @@ class GroupRuntime:
         #: Called (synchronously, from a session's task) when the group's MCP server says
         #: its tools changed; the supervisor re-describes the group then.
         self.on_tools_changed: Callable[[], None] | None = None
+        #: The group's worker journal (spec section 11), once opened; None without one.
+        self.journal: GroupJournal | None = None
         self._pool: Pool | None = None
         self._config: SessionConfig | None = None
 
@@ -115,17 +118,28 @@ class GroupRuntime:
             for name, policy in self.policies.items()
         }
 
+    def open_journal(self, journals: WorkerJournals) -> GroupJournal | None:
+        """The group's worker journal, if it serves an effectful tool (after `describe`):
+        bound writable into its sandboxes, apart from their other binds."""
+        effectful = [name for name, spec in self.specs.items() if spec.effectful]
+        if effectful:
+            binds = (*self.group.policy.binds, *self.launcher.command.binds)
+            self.journal = journals.group(self.name, effectful, binds)
+        return self.journal
+
     def make_pool(
         self, base: SessionConfig, retire_margin: float, cancel_grace: float | None
     ) -> Pool:
-        """The group's pool: its sessions' grants, limits and redactor are the group's.
-        ``cancel_grace``: the supervisor's, if it was given (else each kind's default)."""
+        """The group's pool: its sessions' grants, limits, redactor and journal are the
+        group's. ``cancel_grace``: the supervisor's, if it was given (else each kind's
+        default)."""
         group = self.group
         config = dataclasses.replace(
             base,
             grants=tuple(grant_for(p, group.calls_per_worker) for p in self.policies.values()),
             max_in_flight=group.max_in_flight,
             redact=self.redactor,
+            journal=self.journal,
         )
         grace = group.cancel_grace if group.cancel_grace is not None else cancel_grace
         if grace is not None:  # given: it is the grace of every cancel
@@ -142,6 +156,8 @@ class GroupRuntime:
             config = dataclasses.replace(config, on_stdout=self._heard)
         self._config = config
         launcher = self.launcher
+        if self.journal is not None:
+            launcher = launcher.with_bind(self.journal.bind(), self.journal.env)
 
         def session(on_dead: OnDead) -> Session:
             assert self._config is not None

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import psutil
 
 from sandbox import (
+    Bind,
     Command,
     LaunchError,
     Sandbox,
@@ -173,6 +174,13 @@ class SandboxLauncher:
         """The same launcher with the command's fields changed (secrets' delivery)."""
         return self._copy(command=dataclasses.replace(self.command, **changes))  # type: ignore[arg-type]
 
+    def with_bind(self, bind: Bind, env: Mapping[str, str]) -> SandboxLauncher:
+        """The same launcher with one more bind in the policy and variables for the
+        program (a group's worker journal)."""
+        policy = self.policy.replace(binds=(*self.policy.binds, bind))
+        command = dataclasses.replace(self.command, env={**self.command.env, **env})
+        return self._copy(policy=policy, command=command)
+
     def _copy(self, **changes: object) -> SandboxLauncher:
         fields: dict[str, object] = {
             "proxy": self._proxy,
@@ -180,8 +188,9 @@ class SandboxLauncher:
             "calls": self._calls,
         }
         command = changes.pop("command", self.command)
+        policy = changes.pop("policy", self.policy)
         fields.update(changes)
-        return SandboxLauncher(self.policy, command, self._spawner, **fields)  # type: ignore[arg-type]
+        return SandboxLauncher(policy, command, self._spawner, **fields)  # type: ignore[arg-type]
 
 
 def _zombie(process: psutil.Process) -> bool:

@@ -42,6 +42,7 @@ from supervisor.workers.watchdog import (
     CallWatch,
     CancelReason,
 )
+from supervisor.workers.worker_journal import GroupJournal
 from worker_runtime.protocol.bootstrap import encode_bootstrap
 from worker_runtime.protocol.errors import ConnectionDead, ProtocolError, Refused
 from worker_runtime.protocol.framing import LineReader
@@ -107,6 +108,9 @@ class SessionConfig:
     #: Hears what the worker writes on its stdout, besides the capture (diagnostics, but
     #: the MCP bridge says there that its server's tools changed; never the protocol).
     on_stdout: Callable[[bytes], None] | None = None
+    #: The group's worker journal: each effectful call's journal key, and the check of
+    #: reconcile answers that relay entries (spec section 11).
+    journal: GroupJournal | None = None
 
 
 class CallListener(Protocol):
@@ -218,7 +222,7 @@ class Session:
         self.stderr = Capture(config.keep_diagnostics)
         self._calls: dict[str, SessionCall] = {}
         self._pings: dict[str, anyio.Event] = {}
-        self._reconciles: dict[str, tuple[anyio.Event, list[Status]]] = {}
+        self._reconciles: dict[str, tuple[anyio.Event, list[ReconcileAnswered]]] = {}
         self._outbox, self._outbox_recv = anyio.create_memory_object_stream[bytes](math.inf)
         self._unsent = 0  # chunks queued for the writer task, not yet written
         self._write_fd = -1  # fd 3's host end, for direct writes while nothing is queued
@@ -439,6 +443,8 @@ class Session:
         deadline_ms = None
         if deadline is not None:
             deadline_ms = max(0, math.ceil((deadline - self._now()) * 1000))
+        journal = self.config.journal
+        journal_key = None if journal is None else journal.key_for(tool, idempotency_key)
         try:
             rid, line = self.conn.invoke(
                 tool,
@@ -446,9 +452,12 @@ class Session:
                 idempotency_key=idempotency_key,
                 attempt=attempt,
                 deadline_ms=deadline_ms,
+                journal_key=journal_key,
             )
         except ProtocolError as exc:  # the connection died and the session is going
             raise SessionUnusable(f"session {self.id}: {exc}") from exc
+        if journal is not None and journal_key is not None and attempt == 1:
+            journal.note_new()
         sent = self.conn.call(rid)
         assert sent is not None
         call = SessionCall(rid, tool, watch, listener, sent.input_bytes, self._loop.event())
@@ -551,8 +560,13 @@ class Session:
             raise SessionUnusable(f"session {self.id} died: {self.end_reason}")
         return self._now() - started
 
-    async def reconcile(self, tool: str, operation_key: str, timeout: float) -> Status:
-        """What this worker knows of an operation key (a ``reconcile`` frame)."""
+    async def reconcile(
+        self, tool: str, operation_key: str, timeout: float, *, attempt: int = 1
+    ) -> Status:
+        """What this worker knows of an operation key (a ``reconcile`` frame). For an
+        effectful tool, a terminal answer counts only as its journal entries record it
+        (checked with the operation's journal key; ``attempt``: the one last dispatched):
+        `JournalTampered` otherwise."""
         if self.state != "ready":
             raise SessionUnusable(f"session {self.id} is {self.state}")
         try:
@@ -567,7 +581,13 @@ class Session:
         if not answer:
             self.kill("reconcile_timeout")
             raise SessionUnusable(f"session {self.id}: no answer to reconcile ({self.end_reason})")
-        return answer[0]
+        got = answer[0]
+        status = got.status
+        journal = self.config.journal
+        if journal is not None:
+            status = journal.check(tool, operation_key, status, got.journal, attempt)
+        redact = self.config.redact
+        return status if redact is None else redact.status(status)
 
     # -- tasks -----------------------------------------------------------------------------
 
@@ -693,9 +713,8 @@ class Session:
         elif kind is ReconcileAnswered:
             assert isinstance(event, ReconcileAnswered)
             waiting = self._reconciles.get(event.rid)
-            if waiting is not None:
-                redact = self.config.redact
-                waiting[1].append(event.status if redact is None else redact.status(event.status))
+            if waiting is not None:  # checked and redacted by `reconcile`
+                waiting[1].append(event)
                 waiting[0].set()
         elif kind is WorkerReady and self.state == "new":
             assert isinstance(event, WorkerReady)

@@ -35,6 +35,7 @@ from supervisor._loop import current_loop
 from supervisor.ledger import (
     AlreadyRegistered,
     AuditEvent,
+    Compaction,
     DeadlineElapsed,
     Ledger,
     LedgerError,
@@ -62,6 +63,8 @@ from supervisor.workers.tool_callbacks import (
     from_any_loop,
 )
 from supervisor.workers.tool_inputs import InputChecker
+from supervisor.workers.worker_journal import DEFAULT_LIMIT as DEFAULT_JOURNAL_LIMIT
+from supervisor.workers.worker_journal import JournalTampered, WorkerJournals
 from worker_runtime.protocol.errors import Refused
 from worker_runtime.protocol.messages import (
     CancelledState,
@@ -91,6 +94,10 @@ class SupervisorError(Exception):
 
 class DuplicateOperation(SupervisorError):
     """An operation with this tool and idempotency key is still pending."""
+
+
+class JournalFull(SupervisorError):
+    """A group's worker journal holds ``journal_limit`` operations: compact first."""
 
 
 class Supervisor:
@@ -136,6 +143,9 @@ class Supervisor:
         groups: Sequence[ToolGroup] = (),
         redactors: Mapping[str, Callable[[str], str]] | None = None,
         on_network: Callable[[NetEvent], None] | None = None,
+        journal_dir: str | os.PathLike[str] | None = None,
+        journal_limit: int = DEFAULT_JOURNAL_LIMIT,
+        reconcile_on_start: bool = True,
     ) -> None:
         one_group = {
             "adapters": bool(adapters),
@@ -203,6 +213,11 @@ class Supervisor:
         self.frame_timeout = frame_timeout
         self._max_pending = max_pending
         self._ledger_path = ledger_path
+        if journal_dir is None and ledger_path is not None:  # as durable as the ledger
+            journal_dir = f"{os.fspath(ledger_path)}.workers"
+        #: The worker journals' root (made only if a group serves an effectful tool).
+        self.journals = WorkerJournals(journal_dir, limit=journal_limit)
+        self.reconcile_on_start = reconcile_on_start
         self._audit = AuditHub(audit_log, () if on_audit is None else (on_audit,))
         if on_network is not None:
             self._audit.add_network_callback(on_network)
@@ -261,8 +276,14 @@ class Supervisor:
                 ledger.register_external_tool(
                     self._policies[tool], redactor=runtime.group.redactors.get(tool)
                 )
-            for info in ledger.indeterminate():  # recovered from a durable journal
+            recovered = ledger.indeterminate()  # from a durable journal
+            for info in recovered:
                 self._indeterminate[info.id] = ledger.deadline(info.id)
+            for info in ledger.pending():  # their keys stay taken until they end
+                self._hold_key(info.tool, info.idempotency_key, info.id)
+            for runtime in runtimes.values():
+                runtime.open_journal(self.journals)
+            ledger.subscribe_compaction(self._forget_journaled)
             base = SessionConfig(
                 grants=(),
                 start_timeout=self.start_timeout,
@@ -275,6 +296,8 @@ class Supervisor:
                 await nursery.start(runtime.make_pool(base, margin, self.cancel_grace).run)
                 runtime.on_tools_changed = self._refresh_soon(runtime)
             nursery.start_soon(self._expire_indeterminate)
+            if recovered and self.reconcile_on_start:
+                await self._reconcile_recovered([info.id for info in recovered])
         except BaseException:
             nursery.cancel_scope.cancel()
             await nursery.__aexit__(None, None, None)
@@ -336,6 +359,7 @@ class Supervisor:
             self._spawner.close()
         if self._ledger is not None:
             self._ledger.close()
+        self.journals.close()
         self._audit.close()
 
     # -- what a host reads ---------------------------------------------------------------------
@@ -609,6 +633,13 @@ class Supervisor:
         ledger = self._ledger
         assert ledger is not None
         self._inputs.check(tool, value)
+        journal = self._home[tool].journal if tool in self._home else None
+        if journal is not None and journal.full and tool in journal.effectful:
+            raise JournalFull(
+                f"the worker journal of group {journal.name!r} holds {journal.operations} "
+                f"operations (journal_limit {journal.limit}): compact the ledger "
+                "(sup.compact()) or raise the limit"
+            )
         if idempotency_key is not None:
             check_id("idempotency_key", idempotency_key)
             held = self._live_keys.get((tool, idempotency_key))
@@ -811,11 +842,48 @@ class Supervisor:
         session = await pool.acquire(self._now() + self.acquire_timeout)
         try:
             status = await session.reconcile(
-                info.tool, info.idempotency_key, self.reconcile_timeout
+                info.tool, info.idempotency_key, self.reconcile_timeout, attempt=info.attempt
             )
         finally:
             pool.release(session)
         return ledger.reconcile(op_id, _reconcile_status(status))
+
+    async def _reconcile_recovered(self, op_ids: list[int]) -> None:
+        """On start, ask a fresh worker about every operation a durable ledger recovered
+        in flight, within ``start_timeout``; what cannot be settled stays indeterminate
+        (reconcile it later, or let it expire), each failure one line in the log."""
+        with anyio.move_on_after(self.start_timeout) as scope:
+            for op_id in op_ids:
+                try:
+                    await self.reconcile(op_id)
+                except (
+                    SupervisorError,
+                    JournalTampered,
+                    LedgerError,
+                    SessionUnusable,
+                    WorkerUnavailable,
+                ) as exc:
+                    log.warning("recovered operation %s stays unresolved: %s", op_id, exc)
+        if scope.cancelled_caught:
+            log.warning(
+                "reconciling %d recovered operations took longer than start_timeout; "
+                "the rest stay indeterminate (sup.reconcile(op_id))",
+                len(op_ids),
+            )
+
+    def compact(self, *, vacuum: bool = False) -> Compaction:
+        """Compact the durable ledger (`Ledger.compact`) and, with it, the workers'
+        journals: the entries of every operation it removed go too."""
+        return self.ledger.compact(vacuum=vacuum)
+
+    def _forget_journaled(self, compaction: Compaction) -> None:
+        """The ledger removed ended operations: so do the groups' journals (a key that a
+        pending operation still holds is kept)."""
+        live = {(info.tool, info.idempotency_key) for info in self.ledger.pending()}
+        keys = [key for key in compaction.removed if key not in live]
+        for runtime in self._runtimes.values():
+            if runtime.journal is not None:
+                runtime.journal.forget(keys)
 
     def _hold_key(self, tool: str, key: str, op_id: int) -> None:
         """A caller's idempotency key is taken until its operation ends in the ledger
