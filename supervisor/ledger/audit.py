@@ -38,12 +38,18 @@ class AuditKind(StrEnum):
     INDETERMINATE = "indeterminate"
     RECOVERED_INDETERMINATE = "recovered_indeterminate"
     RECONCILE_OBSERVED = "reconcile_observed"
+    #: A local tool call of a script (run in the host, no operation: ``op_id`` 0).
+    LOCAL_CALL = "local_call"
     COMPLETED = "completed"
     DENIED = "denied"
     FAILED = "failed"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
 
+
+#: The prefix of a local tool's call counter among the ledger's per-tool counters (a
+#: ledger tool's id never holds a colon, so the two never meet).
+LOCAL_CALLS = "local:"
 
 TERMINAL_KINDS = frozenset(
     {

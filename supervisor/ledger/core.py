@@ -20,6 +20,7 @@ from typing import Any
 from supervisor.ledger import payloads
 from supervisor.ledger.audit import (
     GENESIS_HASH,
+    LOCAL_CALLS,
     AuditEvent,
     AuditKind,
     AuditSubscriber,
@@ -166,8 +167,8 @@ class Ledger(LedgerEngine):
             raise CallBudgetExhausted(
                 f"tool {tool!r}: all {policy.max_calls} calls have been started"
             )
-        if len(self._live) >= self._max_pending:
-            raise PendingLimitReached(f"{self._max_pending} operations are pending already")
+        if len(self._live) + self._local_in_flight >= self._max_pending:
+            raise PendingLimitReached(self._pending_limit())
         if self._unusable is not None:
             self._check_usable()
         op_id = self._next_id
@@ -463,6 +464,70 @@ class Ledger(LedgerEngine):
             return self._fail(op, status.message)
         return self._cancel(op, "reconciled")
 
+    # -- local calls of a script ------------------------------------------------------
+
+    def begin_local(self) -> None:
+        """Reserve a pending slot for a local tool call of a script (one the host runs
+        itself): local calls and operations share ``max_pending``. Raises
+        `PendingLimitReached`. Each begin is followed by exactly one `end_local`."""
+        if self._unusable is not None:
+            self._check_usable()
+        if len(self._live) + self._local_in_flight >= self._max_pending:
+            raise PendingLimitReached(self._pending_limit())
+        self._local_in_flight += 1
+
+    def end_local(
+        self, tool: str, *, bytes_in: int, bytes_out: int, digest: str, outcome: str
+    ) -> AuditEvent:
+        """Release a `begin_local` slot and chain the call as one ``local_call`` event:
+        ``op_id`` 0, the tool, its call index (this ledger's count of that tool's local
+        calls, kept across restarts and compaction), the bytes in and out, the digest of
+        the call (64 hex characters) and its outcome (``detail``: ``exit N`` or
+        ``cancelled``, at most 256 characters)."""
+        if self._local_in_flight <= 0:
+            raise LedgerError("end_local without a begin_local")
+        self._local_in_flight -= 1
+        if not isinstance(tool, str) or not tool or len(tool) > 256:
+            raise PolicyError("a local call's tool is a name of 1..256 characters")
+        if not _is_digest(digest):
+            raise PolicyError("a local call's digest is 64 lowercase hex characters")
+        if type(bytes_in) is not int or type(bytes_out) is not int or min(bytes_in, bytes_out) < 0:
+            raise PolicyError("a local call's bytes are integers >= 0")
+        if not isinstance(outcome, str) or not outcome or len(outcome) > 256:
+            raise PolicyError("a local call's outcome is a text of 1..256 characters")
+        if self._unusable is not None:
+            self._check_usable()
+        key = LOCAL_CALLS + tool
+        index = self._calls.get(key, 0) + 1
+        persist = None if self._journal is None else self._persist(None, None)
+        event = self._trail.record(
+            self._wall(),
+            0,
+            tool,
+            index,
+            0,
+            AuditKind.LOCAL_CALL,
+            bytes_in,
+            bytes_out,
+            outcome,
+            digest,
+            persist,
+        )
+        self._calls[key] = index
+        if self._subscribers:
+            self._publish(event)
+        return event
+
+    @property
+    def local_in_flight(self) -> int:
+        """Local calls of scripts running now (each holds a pending slot)."""
+        return self._local_in_flight
+
+    def _pending_limit(self) -> str:
+        local = self._local_in_flight
+        also = f" ({local} of them local calls of scripts)" if local else ""
+        return f"{self._max_pending} operations are pending already{also}"
+
     def expire_timed_out(self, *, before: float | None = None) -> list[int]:
         """Resolve every operation whose deadline has passed as ``TimedOut`` (one journal
         transaction for all). Call it at ``next_deadline()``. Returns their ids.
@@ -650,6 +715,7 @@ class Ledger(LedgerEngine):
         # call indexes grow with op ids: the removed operations' counts are the newest
         calls = dict(previous.calls) if previous is not None else {}
         calls.update(journal.call_counts(last_op))
+        calls.update(journal.local_counts(seq))
         checkpoint = Checkpoint(seq=seq, hash=hash_, last_op_id=last_op, calls=calls)
         events, removed = self._guard(lambda: journal.prune(checkpoint))
         if vacuum:
@@ -700,3 +766,7 @@ def _compaction_point(spans: list[tuple[int, int, int]], live: set[int], head: i
             return seq
         reach = max(reach, last)
     return head
+
+
+def _is_digest(text: object) -> bool:
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)

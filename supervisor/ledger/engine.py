@@ -123,6 +123,7 @@ class LedgerEngine:
         self._tools: dict[str, _Tool] = {}
         self._calls: dict[str, int] = {}
         self._live: dict[int, Operation] = {}
+        self._local_in_flight = 0  # local calls of scripts between begin and end
         # Claim order. Entries that left the queued state are skipped, and dropped when
         # they reach the front or when they outnumber the queued ones.
         self._queue: deque[Operation] = deque()

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from supervisor.ledger.audit import AuditEvent
+from supervisor.ledger.audit import LOCAL_CALLS, AuditEvent
 from supervisor.ledger.errors import JournalCorrupt, JournalError, JournalFailed, JournalLocked
 from supervisor.ledger.records import OpRecord
 
@@ -289,9 +289,11 @@ class SqliteJournal:
             raise JournalCorrupt(f"journal {self.path!r}: malformed checkpoint") from exc
 
     def spans(self) -> list[tuple[int, int, int]]:
-        """``(op_id, first seq, last seq)`` of every operation in the journal."""
+        """``(op_id, first seq, last seq)`` of every operation in the journal (local
+        calls of scripts, op id 0, are no operation)."""
         return self._conn.execute(
-            "SELECT op_id, MIN(seq), MAX(seq) FROM events GROUP BY op_id ORDER BY op_id"
+            "SELECT op_id, MIN(seq), MAX(seq) FROM events WHERE op_id>0 GROUP BY op_id "
+            "ORDER BY op_id"
         ).fetchall()
 
     def call_counts(self, up_to_op: int) -> dict[str, int]:
@@ -301,6 +303,16 @@ class SqliteJournal:
             (up_to_op,),
         )
         return dict(rows.fetchall())
+
+    def local_counts(self, up_to_seq: int) -> dict[str, int]:
+        """Each local tool's highest call index among the events up to ``up_to_seq``,
+        keyed as the ledger keeps them (``local:NAME``)."""
+        rows = self._conn.execute(
+            "SELECT tool, MAX(call_index) FROM events WHERE op_id=0 AND kind='local_call' "
+            "AND seq<=? GROUP BY tool",
+            (up_to_seq,),
+        )
+        return {LOCAL_CALLS + str(tool): int(count) for tool, count in rows.fetchall()}
 
     def hash_of(self, seq: int) -> str | None:
         row = self._conn.execute("SELECT hash FROM events WHERE seq=?", (seq,)).fetchone()

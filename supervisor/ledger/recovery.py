@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from supervisor.ledger.audit import GENESIS_HASH, TERMINAL_KINDS, AuditEvent, AuditKind, event_hash
+from supervisor.ledger.audit import (
+    GENESIS_HASH,
+    LOCAL_CALLS,
+    TERMINAL_KINDS,
+    AuditEvent,
+    AuditKind,
+    event_hash,
+)
 from supervisor.ledger.errors import AuditChainBroken, JournalCorrupt
 from supervisor.ledger.journal import SqliteJournal
 from supervisor.ledger.operation import Operation
@@ -136,6 +143,17 @@ def replay(journal: SqliteJournal, ring: int) -> Recovery:
         prev_hash = event.hash
         out.seq = seq
         out.tail.append(event)
+        if event.kind == AuditKind.LOCAL_CALL:
+            key = LOCAL_CALLS + event.tool
+            if (
+                event.op_id != 0
+                or event.attempt != 0
+                or event.digest is None
+                or event.call_index != out.calls.get(key, 0) + 1
+            ):
+                raise _corrupt(event, "a local call the ledger would not have recorded")
+            out.calls[key] = event.call_index
+            continue
         if event.kind == AuditKind.STARTED:
             record = next(records, None)
             if record is None or record.op_id != event.op_id or event.op_id <= out.last_op_id:
