@@ -27,6 +27,7 @@ from supervisor.scripted.contract import ExecResult, ExecutionLimits, ScriptRequ
 from supervisor.scripted.custom_builtins import BuiltinCallback, builtin_command
 from supervisor.tools.context import RequestScope, current_request
 from supervisor.tools.definition import ToolCallback, ToolDef, check_command_name
+from supervisor.tools.local_audit import LocalAudit
 from supervisor.tools.registry import RegisteredTool, ToolRegistry
 from supervisor.tools.trace import ExecutionTrace, InvocationTrace
 
@@ -102,6 +103,7 @@ class ScriptedTool:
         registry: ToolRegistry | None = None,
         env: Mapping[str, str] | None = None,
         isolation: ScriptPool | None = None,
+        audit: LocalAudit | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("a ScriptedTool needs a non-empty name")
@@ -125,6 +127,9 @@ class ScriptedTool:
         #: run each execution in a child process of this pool (the services' backstop);
         #: None runs it in this process (the library's default)
         self.isolation = isolation
+        #: where each local tool call of a script is reported (``sup.local_audit()``:
+        #: the supervisor's pending bound and audit chain); None: only the trace
+        self.audit = audit
         self._table: tuple[tuple[int, int], dict[str, Any], frozenset[str]] | None = None
         self._last_trace: ExecutionTrace | None = None
         self._lock = threading.Lock()
@@ -292,7 +297,7 @@ class ScriptedTool:
             overrides=overrides,
             request_timeout_seconds=timeout,
         )
-        token = current_request.set(RequestScope(tenant, trace))
+        token = current_request.set(RequestScope(tenant, trace, self.audit))
         try:
             if self.isolation is not None:
                 return await self.isolation.execute(request)

@@ -13,6 +13,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from supervisor.tools.definition import ToolCallSurface
+from supervisor.tools.local_audit import LocalAudit
 from supervisor.tools.trace import InvocationTrace
 
 
@@ -22,10 +23,12 @@ class CapabilityRevoked(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class RequestScope:
-    """The tenant and the trace sink of the request in progress."""
+    """The tenant, the trace sink and the audit of local calls of the request in
+    progress."""
 
     tenant_id: str | None
     trace: InvocationTrace
+    audit: LocalAudit | None = None
 
 
 #: The request in progress in this task: set by ``ScriptedTool`` around an execution.

@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -48,6 +48,7 @@ from supervisor.tools.definition import (
     check_dotted_name,
     copy_schema,
 )
+from supervisor.tools.local_audit import LEDGER_AUDITED, LocalAudit, LocalCallRefused, local_call
 from supervisor.tools.schema import SchemaValidator
 from supervisor.tools.trace import InvocationKind, InvocationTrace
 
@@ -71,6 +72,8 @@ class RegisteredTool:
     schema: dict[str, Any]
     validator: SchemaValidator
     is_async: bool
+    #: Its calls are audited as local calls (not when each is a ledger operation).
+    audited: bool = True
 
     @property
     def name(self) -> str:
@@ -131,6 +134,7 @@ class ToolRegistry:
             schema=schema,
             validator=SchemaValidator(schema),
             is_async=inspect.iscoroutinefunction(callback),
+            audited=not getattr(callback, LEDGER_AUDITED, False),
         )
         self._tools[name] = tool
         self.version += 1
@@ -265,7 +269,7 @@ class ToolRegistry:
 
         Returns ``output(stdout, stderr, exit_code)`` directly when the callback is
         synchronous (no coroutine and no second result object on the hot path), else an
-        awaitable of it. Tenant and trace come from the request in progress
+        awaitable of it. Tenant, trace and audit come from the request in progress
         (``current_request``).
         """
         scope = current_request.get()
@@ -273,6 +277,29 @@ class ToolRegistry:
             tenant, trace = None, self._default_trace
         else:
             tenant, trace = scope.tenant_id, scope.trace
+            if scope.audit is not None and tool.audited:
+                audited = _Audited(scope.audit, tool.definition.name, params, stdin, output)
+                return audited.run(
+                    lambda finish: self._call(
+                        tool, params, stdin, surface, trace_args, deadline, finish, tenant, trace
+                    ),
+                    trace,
+                    trace_args,
+                )
+        return self._call(tool, params, stdin, surface, trace_args, deadline, output, tenant, trace)
+
+    def _call(
+        self,
+        tool: RegisteredTool,
+        params: dict[str, Any],
+        stdin: str | None,
+        surface: ToolCallSurface,
+        trace_args: list[str],
+        deadline: float | None,
+        output: Callable[[str, str, int], OutT],
+        tenant: str | None,
+        trace: InvocationTrace,
+    ) -> OutT | Awaitable[OutT]:
         name = tool.definition.name
         problem = tool.validator.error(params)
         if problem is not None:
@@ -417,6 +444,78 @@ class ToolRegistry:
         if self._sanitize:
             return f"{name}: callback failed\n", 1
         return f"{name}: callback returned {type(result).__name__}, expected str\n", 1
+
+
+class _Audited(Generic[OutT]):
+    """One local call under a request's audit: a pending slot before it runs (refused:
+    exit 1, traced), one record after it ends, however it ends."""
+
+    __slots__ = ("audit", "ended", "name", "output", "params", "stdin")
+
+    def __init__(
+        self,
+        audit: LocalAudit,
+        name: str,
+        params: dict[str, Any],
+        stdin: str | None,
+        output: Callable[[str, str, int], OutT],
+    ) -> None:
+        self.audit = audit
+        self.name = name
+        self.params = params
+        self.stdin = stdin
+        self.output = output
+        self.ended = False
+
+    def run(
+        self,
+        call: Callable[[Callable[[str, str, int], OutT]], OutT | Awaitable[OutT]],
+        trace: InvocationTrace,
+        trace_args: list[str],
+    ) -> OutT | Awaitable[OutT]:
+        try:
+            self.audit.begin(self.name)
+        except LocalCallRefused as refused:
+            trace.record(self.name, _TOOL, trace_args, 1)
+            return self.output("", f"{self.name}: {refused}\n", 1)
+        try:
+            result = call(self.finish)
+        except BaseException:
+            self.abandon()
+            raise
+        if self.ended:
+            return result
+        assert inspect.isawaitable(result)
+        return self._wait(result)
+
+    async def _wait(self, pending: Awaitable[OutT]) -> OutT:
+        try:
+            return await pending
+        finally:
+            self.abandon()
+
+    def finish(self, stdout: str, stderr: str, exit_code: int) -> OutT:
+        """The call's output, once it is recorded (a record that cannot be written
+        fails the command: nothing a script did goes unaudited)."""
+        self.ended = True
+        record = local_call(self.name, self.params, self.stdin, stdout, stderr, exit_code)
+        try:
+            self.audit.end(record)
+        except Exception as exc:
+            log.warning("local call %s could not be audited", self.name, exc_info=True)
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return self.output("", f"{self.name}: audit failed: {why}\n", 1)
+        return self.output(stdout, stderr, exit_code)
+
+    def abandon(self) -> None:
+        """The call ended without an output (cancelled, or the engine raised)."""
+        if not self.ended:
+            self.ended = True
+            record = local_call(self.name, self.params, self.stdin, "", "", None)
+            try:
+                self.audit.end(record)
+            except Exception:
+                log.warning("local call %s could not be audited", self.name, exc_info=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from supervisor.workers.call_audit import AuditHub, AuditStream, CallEvent
 from supervisor.workers.calls import CallHandle, ChunkCallback, SupervisedCall
 from supervisor.workers.group import GroupRuntime
 from supervisor.workers.groups import DEFAULT_GROUP, ToolGroup, check_groups, route
+from supervisor.workers.local_calls import LedgerLocalAudit
 from supervisor.workers.mcp_worker import script_output
 from supervisor.workers.outcome import Outcome
 from supervisor.workers.pool import Pool, WorkerUnavailable
@@ -491,6 +492,13 @@ class Supervisor:
         return build_callback(
             tool, policy.format, invoke, deadline=deadline, encode=encode, decode=decode
         )
+
+    def local_audit(self) -> LedgerLocalAudit:
+        """The audit for ``ScriptedTool(audit=...)``: each local tool call of its scripts
+        takes a slot of this supervisor's ``max_pending`` while it runs (refused, exit 1,
+        when none is free) and ends as one ``local_call`` event in the ledger's chain, so
+        ``sup.ledger.verify_audit_chain()`` covers the local and the external calls."""
+        return LedgerLocalAudit(self.ledger, self.loop_token)
 
     def audit_events(self, capacity: int = 1024) -> AuditStream:
         """A stream of call audit events (``async for``); it drops events when full."""

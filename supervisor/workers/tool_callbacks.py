@@ -32,8 +32,10 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from supervisor.ledger import PendingLimitReached
 from supervisor.tools.context import current_call
 from supervisor.tools.definition import ToolFailure
+from supervisor.tools.local_audit import LEDGER_AUDITED
 from supervisor.workers.outcome import Outcome
 
 if TYPE_CHECKING:
@@ -114,11 +116,16 @@ def build_callback(
             value = encoder(params, stdin)
         except ToolFailure as failure:
             raise ToolFailure(f"{name}: {failure.message}", failure.exit_code) from None
-        outcome = await invoke(tool, value, deadline)
+        try:
+            outcome = await invoke(tool, value, deadline)
+        except PendingLimitReached as exc:  # the bound local calls share: say so
+            why = f"refused, the pending bound is reached ({exc})"
+            raise ToolFailure(f"{name}: {why}\n", EXIT_FAILED) from None
         if outcome.status != "completed":
             raise failure_of(name, outcome, deadline)
         return decoder(outcome.value)
 
+    setattr(callback, LEDGER_AUDITED, True)  # each call is a ledger operation already
     return callback
 
 
@@ -133,7 +140,7 @@ def from_any_loop(token: anyio.lowlevel.EventLoopToken, invoke: Invoke, start: S
     it."""
 
     async def run(tool: str, value: Any, deadline: float | None) -> Outcome:
-        if _in_run(token):
+        if in_run(token):
             return await invoke(tool, value, deadline)
         return await _invoke_from_elsewhere(start, token, tool, value, deadline)
 
@@ -148,7 +155,8 @@ def _command_name(tool: str) -> str:
         return tool
 
 
-def _in_run(token: anyio.lowlevel.EventLoopToken) -> bool:
+def in_run(token: anyio.lowlevel.EventLoopToken) -> bool:
+    """Whether this thread runs ``token``'s event loop now."""
     try:
         return anyio.lowlevel.current_token() == token
     except Exception:  # no event loop in this thread, or one anyio does not know
