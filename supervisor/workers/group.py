@@ -183,12 +183,19 @@ class GroupRuntime:
 
     def regrant(self) -> None:
         """After a new `describe`: sessions from now on are granted the new tools, and the
-        running ones (granted the old) are retired, each closed once its calls end."""
+        ready ones (granted the old) are retired, each closed once its calls end. One still
+        starting is left to start (retiring it would kill it, and fail the calls waiting
+        for a worker); a call it was not granted retires it then (`outdated`)."""
         assert self._config is not None, "regrant after make_pool"
         grants = tuple(grant_for(p, self.group.calls_per_worker) for p in self.policies.values())
         self._config = dataclasses.replace(self._config, grants=grants)
         for session in self.pool.sessions:
-            self.pool.retire(session)
+            if session.state == "ready":
+                self.pool.retire(session)
+
+    def outdated(self, session: Session) -> bool:
+        """Whether ``session`` was granted the tools of an earlier `describe`."""
+        return self._config is not None and session.config is not self._config
 
     def _heard(self, data: bytes) -> None:
         if TOOLS_CHANGED_NOTICE in data and self.on_tools_changed is not None:

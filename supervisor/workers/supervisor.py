@@ -752,8 +752,11 @@ class Supervisor:
                 listener=call,
             )
         except Refused as exc:
-            if exc.code in _SESSION_EXHAUSTED:
-                self._home[call.tool].pool.retire(session)
+            runtime = self._home[call.tool]
+            if exc.code in _SESSION_EXHAUSTED or (
+                exc.code == "unknown_tool" and runtime.outdated(session)  # tools changed since
+            ):
+                runtime.pool.retire(session)
             else:  # the call itself breaks the grant: the worker never saw it
                 call.resolve(
                     ledger.fail(call.op_id, f"refused by the host: {exc}"), error_code=exc.code

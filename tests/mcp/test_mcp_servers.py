@@ -153,6 +153,28 @@ async def test_a_tools_list_changed_refreshes_the_supervisors_tools(
         assert not await sup.refresh_tools()  # listed again: nothing new
 
 
+async def test_a_refresh_while_a_session_starts_loses_no_call(
+    servers: Servers, tmp_path: Path
+) -> None:
+    state = sandbox_writable(tmp_path / "state")
+    policy = SandboxPolicy(binds=(Bind(str(state), writable=True),))
+    server = [*servers.hostile, "--state", str(state)]
+    async with mcp_supervisor(server, policy=policy, pool_size=1, pool_min=0) as sup:
+        (state / "grown").write_text("1")  # the server's tools changed behind its back
+        outcomes: list[Any] = []
+
+        async def call(tool: str, value: dict[str, Any]) -> None:
+            outcomes.append(await sup.invoke(tool, value))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, "echo", {"text": "waiting"})  # starts the first session
+            await trio.sleep(0)
+            assert await sup.refresh_tools()  # meanwhile: the session may still be starting
+        out = await sup.invoke("grown", {"n": 1})  # a session granted the old tools retires
+        assert [o.status for o in outcomes] == ["completed"], outcomes
+        assert (out.status, out.value) == ("completed", {"result": 2}), out
+
+
 async def test_a_server_that_cannot_start_says_why_in_one_line(servers: Servers) -> None:
     with pytest.raises(Exception) as failed:
         async with mcp_supervisor([*servers.hostile, "--fail-start"]):
