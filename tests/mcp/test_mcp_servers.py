@@ -26,6 +26,12 @@ def mcp_supervisor(server: list[str], **kwargs: Any) -> Supervisor:
     return Supervisor(mcp_server=server, **kwargs)
 
 
+def growing_server(servers: Servers, state: Path, **kwargs: Any) -> Supervisor:
+    """The hostile server whose ``grow_tools`` adds a tool, remembered in ``state``."""
+    policy = SandboxPolicy(binds=(Bind(str(state), writable=True),))
+    return mcp_supervisor([*servers.hostile, "--state", str(state)], policy=policy, **kwargs)
+
+
 async def test_every_outcome_and_every_attack_of_the_hostile_server(servers: Servers) -> None:
     async with mcp_supervisor(servers.hostile, pool_size=1) as sup:
         spec = sup.specs["echo"]
@@ -134,9 +140,7 @@ async def test_a_tools_list_changed_refreshes_the_supervisors_tools(
     servers: Servers, tmp_path: Path
 ) -> None:
     state = sandbox_writable(tmp_path / "state")
-    policy = SandboxPolicy(binds=(Bind(str(state), writable=True),))
-    server = [*servers.hostile, "--state", str(state)]
-    async with mcp_supervisor(server, policy=policy, pool_size=1) as sup:
+    async with growing_server(servers, state, pool_size=1) as sup:
         changed = trio.Event()
         sup.add_tools_callback(changed.set)
         assert "grown" not in sup.specs
@@ -157,9 +161,7 @@ async def test_a_refresh_while_a_session_starts_loses_no_call(
     servers: Servers, tmp_path: Path
 ) -> None:
     state = sandbox_writable(tmp_path / "state")
-    policy = SandboxPolicy(binds=(Bind(str(state), writable=True),))
-    server = [*servers.hostile, "--state", str(state)]
-    async with mcp_supervisor(server, policy=policy, pool_size=1, pool_min=0) as sup:
+    async with growing_server(servers, state, pool_size=1, pool_min=0) as sup:
         (state / "grown").write_text("1")  # the server's tools changed behind its back
         outcomes: list[Any] = []
 
