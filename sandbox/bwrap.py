@@ -32,6 +32,22 @@ class RwBind:
 
 
 @dataclass(frozen=True)
+class RoBindFd:
+    """A read-only bind of what the ``O_PATH`` fd ``fd`` (bwrap's number) refers to: bwrap
+    resolves it, binds the path, then checks the mount is that very file (device and
+    inode) and fails the launch otherwise, so a path swapped meanwhile is never mounted."""
+
+    fd: int
+    dest: str
+
+
+@dataclass(frozen=True)
+class RwBindFd:
+    fd: int
+    dest: str
+
+
+@dataclass(frozen=True)
 class DataFile:
     """A file at ``dest``, mode 0444, in bwrap's root tmpfs (read-only with the root),
     with the contents bwrap reads from fd ``fd``. A plain file, not a bind mount as
@@ -71,7 +87,9 @@ class RemountRo:
     dest: str
 
 
-MountOp = RoBind | RwBind | DataFile | Symlink | Proc | Dev | Tmpfs | RemountRo
+MountOp = (
+    RoBind | RwBind | RoBindFd | RwBindFd | DataFile | Symlink | Proc | Dev | Tmpfs | RemountRo
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +117,10 @@ def _mount_args(op: MountOp) -> list[str]:
         return ["--ro-bind", op.source, op.dest]
     if isinstance(op, RwBind):
         return ["--bind", op.source, op.dest]
+    if isinstance(op, RoBindFd):
+        return ["--ro-bind-fd", str(op.fd), op.dest]
+    if isinstance(op, RwBindFd):
+        return ["--bind-fd", str(op.fd), op.dest]
     if isinstance(op, DataFile):
         return ["--perms", "0444", "--file", str(op.fd), op.dest]
     if isinstance(op, Symlink):

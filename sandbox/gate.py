@@ -10,6 +10,7 @@ see. `bwrap_path` is which bubblewrap every launch runs.
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
@@ -69,6 +70,19 @@ def bwrap_path() -> str:
     if not path:
         raise SandboxUnavailable("bubblewrap (bwrap)", _FIX_BWRAP, "not found on PATH")
     return path
+
+
+@cache
+def bwrap_binds_by_fd() -> bool:
+    """Whether this bwrap has ``--ro-bind-fd``/``--bind-fd`` (bubblewrap 0.10; Debian 12's
+    0.8.0 has them too): a bind mounted from the fd that was checked."""
+    try:
+        out = subprocess.run(
+            [bwrap_path(), "--help"], capture_output=True, text=True, timeout=10, env={}
+        ).stdout
+    except (SandboxUnavailable, OSError, subprocess.SubprocessError):
+        return False
+    return "--ro-bind-fd" in out
 
 
 def _executable(path: str) -> bool:

@@ -32,7 +32,9 @@ from .bwrap import (
     Proc,
     RemountRo,
     RoBind,
+    RoBindFd,
     RwBind,
+    RwBindFd,
     Tmpfs,
     build_argv,
 )
@@ -40,12 +42,17 @@ from .cgroups import CgroupLayout, SandboxCgroup, detect_layout, limits_fix
 from .childsetup import STAGE, ChildSetup
 from .command import Command as Command  # re-exported: sandbox.launch.Command
 from .errors import LaunchError, PolicyError, SandboxUnavailable
-from .gate import bwrap_path, require
+from .forkserver_main import PLUGGED
+from .gate import bwrap_binds_by_fd, bwrap_path, require
 from .layout import synthetic_etc, system_mounts
 from .limits import UidKind, enforce
-from .policy import SandboxPolicy, is_within
+from .policy import Bind, SandboxPolicy, is_within
 from .seccomp import build_filter
 from .termination import BwrapStatus
+
+_FIX_BIND_FD = (
+    "install bubblewrap >= 0.10.0 (Debian 12's 0.8.0 has --ro-bind-fd too), or run the host as root"
+)
 
 #: Fresh sandbox host uids come from [UID_BASE, UID_BASE + UID_SPAN): above the ranges
 #: systemd hands to users and containers (<= 0x6FFFFFFF), below its foreign range.
@@ -225,13 +232,6 @@ def prepare_launch(
             cgroup = cgroup_pool.make(shape, uid)
         if cgroup is None:  # the lifeline finds it by the tag in bwrap's argv[0]
             lease = Lease(layout)
-        sources = []
-        checked: list[int] = []
-        for bind in policy.binds + command.binds:
-            path_fd, st = binds.check(bind, uid)
-            opened.append(path_fd)
-            checked.append(path_fd)
-            sources.append((bind, st))
         # bwrap's own fds, remapped in the child to the numbers after the caller's
         own: list[tuple[int, str]] = []
         seccomp_read, seccomp_write = os.pipe()
@@ -247,7 +247,36 @@ def prepare_launch(
             fd = _memfd("args", _setenv_args(command.private_env))
             opened.append(fd)
             own.append((fd, "args"))
+        trees: list[tuple[str, int, bool]] = []
+        bound: list[tuple[Bind, int | str]] = []  # (bind, the checked fd or a staged path)
+        pins = uid_kind != "host"  # only root can pin (open_tree) and stage
+        for index, bind in enumerate(policy.binds + command.binds):
+            path_fd, st = binds.check(bind, uid)
+            opened.append(path_fd)
+            # A pin for a source the sandbox's uid cannot reach (root's fresh uid; bwrap
+            # resolves a bind's fd to a path), for one under STAGE (the stage would hide
+            # its path), and for all where bwrap cannot bind an fd; else the checked fd.
+            by_fd = bwrap_binds_by_fd()
+            if pins and (
+                not by_fd or is_within(bind.source, STAGE) or not binds.reachable(bind.source, uid)
+            ):
+                tree = binds.pin(path_fd, bind.source)
+                opened.remove(path_fd)
+                os.close(path_fd)  # the pin holds what it needs
+                opened.append(tree)
+                staged = f"{STAGE}/b{index}"
+                trees.append((staged, tree, stat.S_ISDIR(st.st_mode)))
+                bound.append((bind, staged))
+            elif by_fd:
+                own.append((path_fd, "bind"))
+                bound.append((bind, path_fd))
+            else:
+                raise SandboxUnavailable(
+                    "bubblewrap with --ro-bind-fd", _FIX_BIND_FD, f"to bind {bind.source}"
+                )
         numbers = {parent: first_own + i for i, (parent, _) in enumerate(own)}
+        if numbers and max(numbers.values()) >= PLUGGED:  # the fork server's limit
+            raise PolicyError(f"too many binds for one sandbox ({len(bound)})")
 
         mounts: list[MountOp] = list(system_mounts(policy.network is not False))
         # the fresh /etc files, before any bind: written into the root tmpfs, never into
@@ -257,17 +286,11 @@ def prepare_launch(
         # /dev read-only but for a private, sized /dev/shm (shm_open, semaphores)
         mounts += [Tmpfs("/dev/shm", policy.tmpfs_bytes), RemountRo("/dev")]
         mounts.append(Tmpfs("/tmp", policy.tmpfs_bytes))
-        trees: list[tuple[str, int, bool]] = []
-        for index, (bind, st) in enumerate(sources):
-            seen_as = bind.source  # the path bwrap binds from
-            # A source under STAGE is pinned too: the stage tmpfs would hide its path.
-            if not binds.reachable(bind.source, uid) or is_within(bind.source, STAGE):
-                tree = binds.pin(checked[index], bind.source)
-                opened.append(tree)
-                seen_as = f"{STAGE}/b{index}"
-                trees.append((seen_as, tree, stat.S_ISDIR(st.st_mode)))
-            op = RwBind if bind.writable else RoBind
-            mounts.append(op(seen_as, bind.dest))
+        for bind, where in bound:
+            if isinstance(where, str):
+                mounts.append((RwBind if bind.writable else RoBind)(where, bind.dest))
+            else:
+                mounts.append((RwBindFd if bind.writable else RoBindFd)(numbers[where], bind.dest))
         for mask in command.masks:
             mounts += [Tmpfs(mask, 4096), RemountRo(mask)]
 
@@ -286,9 +309,6 @@ def prepare_launch(
             ),
             bwrap=executable,
         )
-        for fd in checked:  # the checks' O_PATH fds (pins hold what they need)
-            opened.remove(fd)
-            os.close(fd)
         opened.remove(seccomp_write)
         _hand_over_program(seccomp_write)
         fd_map = (*sorted(fd_targets.items()), *((numbers[fd], fd) for fd, _ in own))

@@ -137,7 +137,8 @@ def test_the_fresh_etc_files_come_before_every_bind() -> None:
         argv = plan.argv
         files = [i for i, a in enumerate(argv) if a == "--file"]
         binds = [i for i, a in enumerate(argv) if a in ("--ro-bind", "--bind")]
-        user_bind = argv.index("/usr/share")
+        user_bind = argv.index("--ro-bind-fd")  # the policy's bind: from its checked fd
+        assert argv[user_bind + 2] == "/etc"
         assert len(files) == 4 and max(files) < user_bind
         assert all(argv[i - 2 : i] == ["--perms", "0444"] for i in files)
         assert "--ro-bind-data" not in argv and binds
