@@ -1,11 +1,13 @@
 """bubblewrap containment: policy, argv, seccomp, limits, teardown, environment probe.
 
-A sandbox is one bwrap process tree that runs as a fresh non-root host uid of its own,
-in new user, pid, mount, ipc, uts, cgroup (and network) namespaces, with no capabilities,
-our seccomp filter, a read-only root, a private size-limited ``/tmp``, an empty
-environment plus an allowlist, cgroups of its own for memory and pids, and rlimits.
-Nothing is optional and nothing falls back: what the machine lacks fails the launch with
-`SandboxUnavailable` (``sandvisor doctor`` says what and how to fix it).
+A sandbox is one bwrap process tree that runs as the host's own uid (rootless, the normal
+way) or, for a root host, as a fresh non-root uid of its own, in new user, pid, mount,
+ipc, uts, cgroup (and network) namespaces, with no capabilities, our seccomp filter, a
+read-only root, a private size-limited ``/tmp``, an empty environment plus an allowlist,
+cgroups of its own for memory and pids (root's, or delegated to the user), and rlimits.
+Nothing falls back: what the machine lacks for this host fails the launch with
+`SandboxUnavailable` (``sandvisor doctor`` says what and how to fix it); weaker
+per-process limits are only ever the policy's explicit choice (``limits="per-process"``).
 
 Running one program (``sandvisor exec`` and the tests)::
 
@@ -42,7 +44,7 @@ The pieces:
 - `prepare_launch(policy, command, fds={3: r, 4: w}) -> LaunchPlan`: bwrap's argv, its
   (empty) environment, the fds to keep, and the ``preexec_fn`` that maps the given fds onto
   exactly those child fd numbers, joins the sandbox's cgroups, sets rlimits, drops to the
-  sandbox uid and arms ``PR_SET_PDEATHSIG`` after checking the parent is alive. The child
+  sandbox uid (as root) and arms ``PR_SET_PDEATHSIG`` after checking the parent is alive. The child
   sees fds 0-2 and the mapped ones, nothing else (bwrap's seccomp and status fds included).
 - `Spawner`: the thread sandboxes belong to. ``PR_SET_PDEATHSIG`` follows the parent
   *thread*; ``trio.lowlevel.open_process`` forks from trio's thread cache, whose threads

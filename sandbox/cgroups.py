@@ -36,6 +36,12 @@ from .errors import ContainmentError, SandboxUnavailable
 
 PARENT_NAME = "sandvisor"
 CGROUP_ROOT = "/sys/fs/cgroup"
+#: On cgroup v2, the leaf a host moves itself into (with whatever shares its cgroup) so
+#: that its own cgroup may enable controllers for the sandboxes' parent beside it.
+HOST_LEAF = "sandvisor-host"
+#: On cgroup v1, the subtree an administrator hands to an ordinary user, at the root of
+#: each hierarchy (`sandvisor doctor --delegate USER --apply`): ``sandvisor-USER``.
+DELEGATED_PREFIX = "sandvisor-"
 
 
 # --- pure parsing ---------------------------------------------------------------------
@@ -147,26 +153,43 @@ def plan_layout(
     own_v2: str | None,
     own_v1: Mapping[str, str],
     v2_available: frozenset[str],
+    *,
+    delegated_v1: Mapping[str, str] | None = None,
+    v2_ours: bool = True,
 ) -> CgroupLayout:
     """Choose a hierarchy per role. ``v2_available``: controllers we can enable for
-    sandboxes under our own v2 cgroup (what `CgroupLayout.detect` found delegated)."""
+    sandboxes under our own v2 cgroup (what `detect_layout` found delegated); ``v2_ours``:
+    we may make cgroups there at all (root, or a v2 cgroup delegated to this user).
+    ``delegated_v1``: controller -> a v1 subtree handed to this user, used as the parent
+    itself where our own v1 cgroup is not ours to write (an ordinary user's). A host
+    found in its own leaf (`HOST_LEAF`) plans from the leaf's parent, its delegation."""
     by_dir: dict[str, set[str]] = {}
     versions: dict[str, int] = {}
     mounts = list(mounts)
+    delegated_v1 = delegated_v1 or {}
+    if own_v2 is not None and os.path.basename(own_v2) == HOST_LEAF:
+        own_v2 = os.path.dirname(own_v2)
     v2 = next((m for m in mounts if m.version == 2), None)
     v2_dir = _own_dir(v2, own_v2) if v2 is not None and own_v2 is not None else None
-    if v2_dir is not None:
+    if v2_dir is not None and v2_ours:
         parent = os.path.join(v2_dir, PARENT_NAME)
         by_dir[parent] = {"kill"}
         versions[parent] = 2
         for role in ("memory", "pids"):
             if role in v2_available:
                 by_dir[parent].add(role)
+    else:
+        v2_dir = None
     for role, controller in (("memory", "memory"), ("pids", "pids"), ("freeze", "freezer")):
         if any(role in roles for roles in by_dir.values()):
             continue
         if role == "freeze" and v2_dir is not None:
             continue  # cgroup.kill is better than freeze-then-kill
+        if controller in delegated_v1:
+            parent = delegated_v1[controller]
+            by_dir.setdefault(parent, set()).add(role)
+            versions[parent] = 1
+            continue
         mount = next((m for m in mounts if m.version == 1 and controller in m.controllers), None)
         if mount is None or controller not in own_v1:
             continue
@@ -202,47 +225,150 @@ def _write(path: str, value: str) -> None:
         os.close(fd)
 
 
-def _delegate_v2(own_dir: str) -> frozenset[str]:
-    """Enable memory and pids for a ``sandvisor`` parent under ``own_dir`` if we can."""
+def _delegate_v2(own_dir: str) -> tuple[frozenset[str], str]:
+    """Enable memory and pids for a ``sandvisor`` parent under ``own_dir`` if we can; the
+    controllers it got, and why not the others. A cgroup that holds processes may not
+    enable controllers for its children (cgroup v2's "no internal processes"): then the
+    host moves itself, and whatever else shares its cgroup, into a leaf (`HOST_LEAF`)."""
     try:
         available = set(_read(os.path.join(own_dir, "cgroup.controllers")).split())
         enabled = set(_read(os.path.join(own_dir, "cgroup.subtree_control")).split())
-    except OSError:
-        return frozenset()
+    except OSError as exc:
+        return frozenset(), f"cannot read {own_dir}: {exc.strerror}"
     wanted = {"memory", "pids"} & available
-    for controller in sorted(wanted - enabled):
-        with contextlib.suppress(OSError):  # EBUSY: our own cgroup holds processes
-            _write(os.path.join(own_dir, "cgroup.subtree_control"), f"+{controller}")
+    why = (
+        ""
+        if wanted == {"memory", "pids"}
+        else (
+            f"cgroup v2: {own_dir} is not given "
+            + " and ".join(sorted({"memory", "pids"} - available))
+        )
+    )
+    if wanted - enabled and not _enable(own_dir, wanted - enabled):
+        moved = _into_leaf(own_dir)
+        if moved:
+            why = moved
+        elif not _enable(own_dir, wanted - enabled):
+            why = f"cgroup v2: cannot enable {' and '.join(sorted(wanted))} in {own_dir}"
     enabled = set(_read(os.path.join(own_dir, "cgroup.subtree_control")).split())
     parent = os.path.join(own_dir, PARENT_NAME)
     ok = set()
     if wanted & enabled:
         with contextlib.suppress(FileExistsError):
             os.mkdir(parent)
-        for controller in sorted(wanted & enabled):
-            with contextlib.suppress(OSError):
-                _write(os.path.join(parent, "cgroup.subtree_control"), f"+{controller}")
+        _enable(parent, wanted & enabled)
         with contextlib.suppress(OSError):
             ok = set(_read(os.path.join(parent, "cgroup.subtree_control")).split()) & wanted
-    return frozenset(ok)
+    return frozenset(ok), why
+
+
+def _enable(path: str, controllers: set[str]) -> bool:
+    """Enable ``controllers`` for the children of ``path``; False if one is refused."""
+    done = True
+    for controller in sorted(controllers):
+        try:
+            _write(os.path.join(path, "cgroup.subtree_control"), f"+{controller}")
+        except OSError:  # EBUSY: it holds processes
+            done = False
+    return done
+
+
+def _into_leaf(own_dir: str) -> str:
+    """Move every process of ``own_dir`` into ``own_dir/HOST_LEAF``; "" when it holds
+    none any more, else why not."""
+    leaf = os.path.join(own_dir, HOST_LEAF)
+    try:
+        os.makedirs(leaf, exist_ok=True)
+        pids = _read(os.path.join(own_dir, "cgroup.procs")).split()
+    except OSError as exc:
+        return f"cgroup v2: cannot make the host a leaf of its own under {own_dir}: {exc.strerror}"
+    stuck = []
+    for pid in pids:
+        try:
+            _write(os.path.join(leaf, "cgroup.procs"), pid)
+        except OSError as exc:
+            if exc.errno != errno.ESRCH:  # gone meanwhile: fine
+                stuck.append(pid)
+    if stuck:
+        return (
+            f"cgroup v2: {own_dir} also holds processes this user cannot move "
+            f"({', '.join(stuck[:5])}): run the host in a cgroup of its own"
+        )
+    return ""
+
+
+def _v1_delegations(mounts: list[CgroupMount]) -> dict[str, str]:
+    """controller -> the v1 subtree handed to this user (``sandvisor-USER`` at the root of
+    the hierarchy, writable by us), for memory, pids and the freezer."""
+    found = {}
+    name = DELEGATED_PREFIX + user_name()
+    for controller in ("memory", "pids", "freezer"):
+        mount = next((m for m in mounts if m.version == 1 and controller in m.controllers), None)
+        if mount is None or mount.root != "/":
+            continue
+        path = os.path.join(mount.mountpoint, name)
+        if os.path.isdir(path) and os.access(path, os.W_OK):
+            found[controller] = path
+    return found
+
+
+def user_name(uid: int | None = None) -> str:
+    """The name of ``uid`` (default: this process's), or the number if it has none."""
+    import pwd
+
+    uid = os.geteuid() if uid is None else uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def cgroup_mounts() -> list[CgroupMount]:
+    """This machine's cgroup hierarchies, as this process sees them."""
+    try:
+        return parse_mountinfo(_read("/proc/self/mountinfo"))
+    except OSError:
+        return []
 
 
 @cache
 def detect_layout() -> CgroupLayout:
-    """The layout of this machine for this process (cached: cgroups do not move)."""
+    """The layout of this machine for this process (cached: cgroups do not move). As root,
+    its own cgroups; as an ordinary user, what was delegated to it: its own v2 cgroup if
+    it may write there, else v1 subtrees an administrator handed over."""
     try:
         mounts = parse_mountinfo(_read("/proc/self/mountinfo"))
         own_v2, own_v1 = parse_proc_cgroup(_read("/proc/self/cgroup"))
     except OSError as exc:
         return CgroupLayout((), problems=(f"cannot read cgroup information: {exc}",))
+    root = os.geteuid() == 0
+    problems: list[str] = []
     v2 = next((m for m in mounts if m.version == 2), None)
     v2_available: frozenset[str] = frozenset()
-    problems: list[str] = []
-    if v2 is not None and own_v2 is not None:
-        own = _own_dir(v2, own_v2)
-        if own is not None:
-            v2_available = _delegate_v2(own)
-    layout = plan_layout(mounts, own_v2, own_v1, v2_available)
+    v2_ours = root
+    if own_v2 is not None and os.path.basename(own_v2) == HOST_LEAF:
+        own_v2 = os.path.dirname(own_v2)  # moved there by this host or a sibling already
+    own = _own_dir(v2, own_v2) if v2 is not None and own_v2 is not None else None
+    if own is not None:
+        v2_ours = root or _writable(own)
+        if v2_ours:
+            v2_available, why = _delegate_v2(own)
+            if why and (not root or v2_available):
+                problems.append(why)
+        elif not root:
+            problems.append(f"cgroup v2: the host's cgroup {own} is not delegated to this user")
+    delegated: dict[str, str] = {}
+    if not root:  # our own v1 cgroups where they are ours, else what was handed over
+        own_v1 = {c: path for c, path in own_v1.items() if _v1_writable(mounts, c, path)}
+        delegated = {c: p for c, p in _v1_delegations(mounts).items() if c not in own_v1}
+        for controller in ("memory", "pids"):
+            v1_mounted = any(m.version == 1 and controller in m.controllers for m in mounts)
+            if v1_mounted and controller not in delegated and controller not in own_v1:
+                name = DELEGATED_PREFIX + user_name()
+                problems.append(f"cgroup v1 {controller}: no {name} delegated to this user")
+    layout = plan_layout(
+        mounts, own_v2, own_v1, v2_available, delegated_v1=delegated, v2_ours=v2_ours
+    )
     usable = []
     for h in layout.hierarchies:
         try:
@@ -255,6 +381,19 @@ def detect_layout() -> CgroupLayout:
             continue
         usable.append(h)
     return CgroupLayout(tuple(usable), layout.v2_controllers, tuple(problems))
+
+
+def _v1_writable(mounts: list[CgroupMount], controller: str, own_path: str) -> bool:
+    mount = next((m for m in mounts if m.version == 1 and controller in m.controllers), None)
+    own = _own_dir(mount, own_path) if mount is not None else None
+    return own is not None and _writable(own)
+
+
+def _writable(directory: str) -> bool:
+    """We may make cgroups in ``directory`` and move processes into them."""
+    return os.access(directory, os.W_OK) and os.access(
+        os.path.join(directory, "cgroup.procs"), os.W_OK
+    )
 
 
 # --- a sandbox's cgroups --------------------------------------------------------------
@@ -307,7 +446,7 @@ def sandbox_cgroup_name(uid: int, generation: int = 0) -> str:
     return f"sv-{os.getpid()}-{own_start_time()}-{generation}-{uid}-{os.urandom(4).hex()}"
 
 
-def _owner_alive(name: str) -> bool:
+def owner_alive(name: str) -> bool:
     """Whether the host named in ``name`` still runs. A zombie host is dead: it holds no
     fd and cleans nothing up, and its parent may never reap it (a Ray worker whose raylet
     died first is reparented to a pid 1 that does not reap)."""
@@ -565,7 +704,7 @@ def collect_orphans(layout: CgroupLayout, *, again: bool = False) -> list[str]:
             continue
         _collected.add(h.parent)
         for name in _children(h.parent):
-            if _owner_alive(name):
+            if owner_alive(name):
                 continue
             path = os.path.join(h.parent, name)
             roles = {role: path for role in h.roles}
@@ -578,11 +717,23 @@ def collect_orphans(layout: CgroupLayout, *, again: bool = False) -> list[str]:
 
 
 def limits_fix() -> str:
-    """The fix for a machine where this host cannot have cgroups for its limits."""
-    return (
-        "run the host as root on a machine with cgroup v1 memory and pids hierarchies, or "
-        "with cgroup v2 memory and pids delegated to the host's cgroup (e.g. "
-        "`systemd-run --scope -p Delegate=yes ...`); or accept per-process limits "
-        '(SandboxPolicy(limits="per-process"), --per-process-limits); or set the limit to '
-        "None explicitly"
+    """The fix for a host that cannot have cgroups for its sandboxes' limits."""
+    per_process = (
+        'or accept per-process limits (SandboxPolicy(limits="per-process"), '
+        "--per-process-limits); or set the limit to None explicitly"
     )
+    if os.geteuid() == 0:
+        return (
+            "run the host on a machine with cgroup v1 memory and pids hierarchies, or with "
+            "cgroup v2 memory and pids delegated to the host's cgroup (e.g. "
+            f"`systemd-run --scope -p Delegate=yes ...`); {per_process}"
+        )
+    user = user_name()
+    if any(m.version == 1 and "memory" in m.controllers for m in cgroup_mounts()):
+        where = f"`sudo sandvisor doctor --delegate {user} --apply` (cgroup v1 subtrees)"
+    else:
+        where = (
+            "`systemd-run --user --scope -p Delegate=yes -- COMMAND` (cgroup v2, systemd), "
+            f"or `sudo sandvisor doctor --delegate {user} --apply`"
+        )
+    return f"have cgroups delegated to {user}: {where}; {per_process}"

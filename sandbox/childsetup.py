@@ -1,4 +1,4 @@
-"""What a sandbox's first process does before it becomes bwrap: in the child, as root.
+"""What a sandbox's first process does before it becomes bwrap: in the child, as the host.
 
 Two callers run it: the child a fork server clones (`sandbox.forkserver_main`), and the
 ``preexec_fn`` of the raw `subprocess.Popen` protocol (`ChildSetup`). In order: put the
@@ -82,10 +82,12 @@ def stage_trees(trees: Trees) -> None:
 
 
 def become(uid: int, parent_pid: int) -> None:
-    """Drop to the sandbox uid for good, then die with the parent (checked still alive)."""
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
+    """Drop to the sandbox uid for good (root's fresh uid: a rootless host's sandbox keeps
+    the host's own, which it already is), then die with the parent (checked alive)."""
+    if uid != os.geteuid():
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
     linux.set_parent_death_signal(SIGKILL)
     if os.getppid() != parent_pid:
         os.kill(os.getpid(), SIGKILL)  # the parent died before we armed it

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any, Literal
 
 from . import linux
-from .cgroups import detect_layout, limits_fix
+from .cgroups import detect_layout, limits_fix, user_name
 from .errors import SandboxUnavailable
 from .policy import SandboxPolicy
 from .seccomp import native_arch
@@ -24,6 +24,9 @@ from .seccomp import native_arch
 Status = Literal["ok", "missing", "warning", "info"]
 
 _FIX_BWRAP = "install bubblewrap >= 0.8.0 (apt-get install bubblewrap)"
+_FIX_BIND_FD = (
+    "install bubblewrap >= 0.10.0 (Debian 12's 0.8.0 has --ro-bind-fd too), or run the host as root"
+)
 
 
 @dataclass(frozen=True)
@@ -89,15 +92,24 @@ def _executable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
-def check_root() -> Check:
-    if os.geteuid() == 0:
-        return Check("root", "ok", "the host runs as root; each sandbox gets its own non-root uid")
+def rootless() -> bool:
+    """The host is an ordinary user: its sandboxes run as its own uid (root's each get a
+    fresh one)."""
+    return os.geteuid() != 0
+
+
+def check_host_user() -> Check:
+    if not rootless():
+        return Check(
+            "host user",
+            "ok",
+            "root: each sandbox runs as a fresh uid of its own (1000 inside)",
+        )
+    uid = os.geteuid()
     return Check(
-        "root",
-        "missing",
-        f"the host runs as uid {os.geteuid()}",
-        "run the host as root: sandvisor stages binds and sets cgroup limits with root's help, "
-        "then drops every sandbox to a fresh non-root uid",
+        "host user",
+        "ok",
+        f"uid {uid} ({user_name(uid)}), rootless: sandboxes run as this user (1000 inside)",
     )
 
 
@@ -129,7 +141,74 @@ def check_user_namespaces() -> Check:
         fix = "use a kernel built with CONFIG_USER_NS"
     if problems:
         return Check("user namespaces", "missing", "; ".join(problems), fix)
+    if doubtful():
+        return bwrap_self_test()
     return Check("user namespaces", "ok", "unprivileged user namespaces enabled")
+
+
+def doubtful() -> bool:
+    """Whether bwrap may be refused what the sysctls allow: AppArmor restricts user
+    namespaces (Ubuntu >= 23.10), or this process runs in a container or under a seccomp
+    filter already (Docker's default refuses mounts and new namespaces)."""
+    if read_value(APPARMOR_SYSCTL) == "1" or in_container():
+        return True
+    status = read_value("/proc/self/status") or ""
+    return any(line.split() == ["Seccomp:", "2"] for line in status.splitlines())
+
+
+APPARMOR_SYSCTL = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
+
+FIX_APPARMOR = (
+    "load AppArmor's profile for bwrap (Ubuntu 24.04: sudo apt install apparmor-profiles && "
+    "sudo cp /usr/share/apparmor/extra-profiles/bwrap-userns-restrict /etc/apparmor.d/ && "
+    "sudo apparmor_parser -r /etc/apparmor.d/bwrap-userns-restrict), or allow unprivileged "
+    "user namespaces: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+)
+FIX_CONTAINER = (
+    "run the container with user namespaces and mounts allowed to its processes (Docker, "
+    "Podman: --security-opt seccomp=unconfined --security-opt apparmor=unconfined, or a "
+    "seccomp profile that allows unshare, clone with namespace flags, and mount), or run "
+    "sandvisor on the host"
+)
+
+
+def in_container() -> bool:
+    """Docker, Podman or a Kubernetes pod, as far as this process can tell."""
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return True
+    text = read_value("/proc/self/cgroup") or ""
+    return any(word in text for word in ("docker", "kubepods", "containerd", "libpod"))
+
+
+@cache
+def bwrap_self_test() -> Check:
+    """bwrap itself, once per process, as a sandbox's uid, in the namespaces a sandbox
+    uses: what the sysctls cannot say (an AppArmor or container policy refusing it)."""
+    argv = [bwrap_path(), "--unshare-all", "--unshare-user", "--disable-userns"]
+    argv += ["--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    argv += ["/bin/true"]
+    as_uid: dict[str, Any] = {}
+    if not rootless():  # as root, a sandbox's bwrap runs as a fresh uid: so does this one
+        uid = 0x70000000 + int.from_bytes(os.urandom(3), "little")
+        as_uid = {"user": uid, "group": uid, "extra_groups": []}
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, env={}, cwd="/", **as_uid
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("user namespaces", "missing", f"bwrap could not run: {exc}", _FIX_BWRAP)
+    if done.returncode == 0:
+        return Check("user namespaces", "ok", "unprivileged user namespaces work for bwrap")
+    said = " ".join(done.stderr.split())[:300] or f"bwrap exited {done.returncode}"
+    if read_value(APPARMOR_SYSCTL) == "1" and "Permission denied" in said:
+        detail = (
+            f"AppArmor restricts unprivileged user namespaces, and bwrap has no profile: {said}"
+        )
+        return Check("user namespaces", "missing", detail, FIX_APPARMOR)
+    if in_container() or "Operation not permitted" in said:
+        detail = f"this container refuses bwrap its namespaces or mounts: {said}"
+        return Check("user namespaces", "missing", detail, FIX_CONTAINER)
+    return Check("user namespaces", "missing", said, "see `sandvisor doctor` for the details")
 
 
 def check_seccomp() -> Check:
@@ -146,18 +225,46 @@ def check_seccomp() -> Check:
 
 
 def check_mount_api() -> Check:
-    fix = "upgrade to Linux >= 5.6 (openat2, open_tree and move_mount pin bind sources)"
+    """openat2 (binds are checked through it) and pidfds (sandboxes are waited on and
+    killed through them); as root also open_tree, which pins a source the sandbox's fresh
+    uid cannot reach. A rootless host never pins: it reached the source for the check."""
+    fix = "upgrade to Linux >= 5.6 (openat2 and pidfd_open)"
     try:
         fd = linux.open_path_no_symlinks("/")
-        try:
-            os.close(linux.clone_tree(fd))
-        finally:
-            os.close(fd)
         pidfd = os.pidfd_open(os.getpid())
         os.close(pidfd)
     except (OSError, AttributeError) as exc:
         return Check("mount API and pidfd", "missing", str(exc), fix)
-    return Check("mount API and pidfd", "ok", "openat2, open_tree, move_mount, pidfd_open")
+    try:
+        if rootless():
+            return Check("mount API and pidfd", "ok", "openat2, pidfd_open")
+        try:
+            os.close(linux.clone_tree(fd))
+        except OSError as exc:
+            return Check(
+                "mount API and pidfd",
+                "warning",
+                f"open_tree: {exc.strerror} (no CAP_SYS_ADMIN here?): a bind the sandbox's "
+                "uid cannot reach fails its launch",
+                "give the host CAP_SYS_ADMIN, or make bind sources reachable by any uid",
+                needed_for="binds behind a directory only root can enter",
+            )
+        return Check("mount API and pidfd", "ok", "openat2, open_tree, move_mount, pidfd_open")
+    finally:
+        os.close(fd)
+
+
+def check_bind_fd() -> Check:
+    if bwrap_binds_by_fd():
+        return Check(
+            "bind by fd",
+            "ok",
+            "bwrap mounts each bind from the fd that was checked (--ro-bind-fd)",
+            needed_for="binds",
+        )
+    status: Status = "missing" if rootless() else "warning"
+    detail = "bwrap lacks --ro-bind-fd" + ("" if rootless() else ": as root, binds are pinned")
+    return Check("bind by fd", status, detail, _FIX_BIND_FD, needed_for="binds (workers)")
 
 
 def cgroup_checks() -> list[Check]:
@@ -192,7 +299,7 @@ def cgroup_checks() -> list[Check]:
 @cache
 def _static() -> tuple[Check, ...]:
     return (
-        check_root(),
+        check_host_user(),
         check_arch(),
         check_bwrap_present(),
         check_user_namespaces(),

@@ -55,6 +55,7 @@ class Sandbox:
         self.popen = popen
         self.pid = popen.pid
         self.uid = plan.uid
+        self.uid_kind = plan.uid_kind  # "fresh" (its own), "fixed" (the policy's), "host"
         self.policy: SandboxPolicy = plan.policy
         self.weakened = plan.weakened  # the guarantees it runs without (`sandbox.limits`)
         self.cgroup: SandboxCgroup | None = plan.cgroup

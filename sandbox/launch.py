@@ -1,13 +1,15 @@
 """A `LaunchPlan`: everything needed to start one sandbox, prepared before anything runs.
 
-A sandbox runs bwrap unprivileged as a fresh host uid of its own (never root), inside its
-own cgroups, with its rlimits, our seccomp filter and ``--die-with-parent``. The plan
-holds bwrap's argv, bwrap's own (empty) environment, the fds to keep, and the
-``preexec_fn`` (`sandbox.childsetup.ChildSetup`) that does, in the forked child and
+A sandbox runs bwrap unprivileged, as the host's own uid (rootless) or as a fresh host uid
+of its own (a root host's; never root), inside its own cgroups (or, where the policy
+accepts it and none can be had, with per-process limits: `sandbox.limits`), with its
+rlimits, our seccomp filter and ``--die-with-parent``. The plan holds bwrap's argv,
+bwrap's own (empty) environment, the fds to keep (the binds' checked fds among them), and
+the ``preexec_fn`` (`sandbox.childsetup.ChildSetup`) that does, in the forked child and
 before exec, what only the child can do: map the caller's fds onto exact numbers, join
 the cgroups, set the rlimits (this machine's root lacks CAP_SYS_RESOURCE, so no one else
-can), attach pinned bind sources the sandbox's uid cannot reach, drop to that uid, and
-arm the death signal after checking the parent is alive.
+can), attach (as root) pinned bind sources the sandbox's uid cannot reach, drop to that
+uid, and arm the death signal after checking the parent is alive.
 
 Use: `popen_kwargs` for `subprocess.Popen`, then `started`, then wrap the Popen in a
 `sandbox.handle.Sandbox` (`sandbox.spawn.spawn` does all three). A plan is used once.
@@ -43,16 +45,12 @@ from .childsetup import STAGE, ChildSetup
 from .command import Command as Command  # re-exported: sandbox.launch.Command
 from .errors import LaunchError, PolicyError, SandboxUnavailable
 from .forkserver_main import PLUGGED
-from .gate import bwrap_binds_by_fd, bwrap_path, require
+from .gate import bwrap_binds_by_fd, bwrap_path, check_bind_fd, require
 from .layout import synthetic_etc, system_mounts
 from .limits import UidKind, enforce
 from .policy import Bind, SandboxPolicy, is_within
 from .seccomp import build_filter
 from .termination import BwrapStatus
-
-_FIX_BIND_FD = (
-    "install bubblewrap >= 0.10.0 (Debian 12's 0.8.0 has --ro-bind-fd too), or run the host as root"
-)
 
 #: Fresh sandbox host uids come from [UID_BASE, UID_BASE + UID_SPAN): above the ranges
 #: systemd hands to users and containers (<= 0x6FFFFFFF), below its foreign range.
@@ -60,10 +58,22 @@ UID_BASE = 0x70000000
 UID_SPAN = 1 << 24
 
 
-def allocate_uid(policy: SandboxPolicy) -> int:
+def allocate_uid(policy: SandboxPolicy) -> tuple[int, UidKind]:
+    """The host uid the sandbox runs as: as root a fresh one of its own (or the policy's
+    ``sandbox_uid``); rootless the host's own (mapped to 1000 inside, as ever)."""
+    euid = os.geteuid()
+    if euid != 0:
+        if policy.sandbox_uid not in (None, euid):
+            raise SandboxUnavailable(
+                f"a sandbox_uid ({policy.sandbox_uid}) other than the host's own",
+                "leave sandbox_uid unset, or run the host as root (only root can run a "
+                "sandbox as another uid)",
+                f"the host runs as uid {euid}",
+            )
+        return euid, "host"
     if policy.sandbox_uid is not None:
-        return policy.sandbox_uid
-    return fresh_uid()
+        return policy.sandbox_uid, "fixed"
+    return fresh_uid(), "fresh"
 
 
 def fresh_uid() -> int:
@@ -73,7 +83,7 @@ def fresh_uid() -> int:
 def warm_up() -> None:
     """Make the next sandbox's cgroups now (`sandbox.cgroup_pool`): for when the host
     would wait anyway."""
-    cgroup_pool.refill(fresh_uid())
+    cgroup_pool.refill(fresh_uid() if os.geteuid() == 0 else os.geteuid())
 
 
 def _plug_free(numbers: Iterable[int]) -> list[int]:
@@ -210,7 +220,7 @@ def prepare_launch(
     first_own = max(fd_targets, default=2) + 1  # bwrap's fds follow the caller's
     layout = layout if layout is not None else detect_layout()
     executable = bwrap_path()
-    uid_kind: UidKind = "fixed" if policy.sandbox_uid is not None else "fresh"
+    uid, uid_kind = allocate_uid(policy)
     enforcement = enforce(policy, layout, uid_kind)
     if enforcement.weakened and policy.limits != "per-process":
         raise SandboxUnavailable(
@@ -222,7 +232,7 @@ def prepare_launch(
     warm = None
     if layout.hierarchies and policy.sandbox_uid is None:
         warm = cgroup_pool.take(shape)  # made ahead, for a fresh uid: it becomes ours
-    uid = warm[1] if warm is not None else allocate_uid(policy)
+    uid = warm[1] if warm is not None else uid
 
     opened: list[int] = []
     cgroup: SandboxCgroup | None = warm[0] if warm is not None else None
@@ -271,9 +281,8 @@ def prepare_launch(
                 own.append((path_fd, "bind"))
                 bound.append((bind, path_fd))
             else:
-                raise SandboxUnavailable(
-                    "bubblewrap with --ro-bind-fd", _FIX_BIND_FD, f"to bind {bind.source}"
-                )
+                check = check_bind_fd()
+                raise SandboxUnavailable(check.name, check.fix, f"to bind {bind.source}")
         numbers = {parent: first_own + i for i, (parent, _) in enumerate(own)}
         if numbers and max(numbers.values()) >= PLUGGED:  # the fork server's limit
             raise PolicyError(f"too many binds for one sandbox ({len(bound)})")

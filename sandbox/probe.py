@@ -1,10 +1,11 @@
 """`sandvisor doctor`'s report: what this machine can sandbox, what is missing, and the
 command that fixes it.
 
-`probe` runs the launch gate's checks (`sandbox.gate`: what every launch consults), then
-what only a person needs to see: bubblewrap's version, the AppArmor restriction, and a
-smoke test that starts a real sandbox with the default policy. Nothing here is on a
-launch's path.
+`probe` runs the launch gate's checks (`sandbox.gate`: what every launch consults, with
+bwrap's own self-test always), then what only a person needs to see: bubblewrap's
+version, AppArmor and containers, what this user's sandboxes get here and what root would
+add, leftovers of dead hosts (`sandbox.leftovers`), and a smoke test that starts a real
+sandbox with the default policy. Nothing here is on a launch's path.
 """
 
 from __future__ import annotations
@@ -15,19 +16,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import leftovers
+from .cgroups import detect_layout
 from .errors import SandboxError
 from .gate import (
+    APPARMOR_SYSCTL,
     Check,
     bwrap_path,
+    bwrap_self_test,
     cgroup_checks,
     check_arch,
+    check_bind_fd,
     check_bwrap_present,
+    check_host_user,
     check_mount_api,
-    check_root,
     check_seccomp,
     check_user_namespaces,
+    in_container,
     read_value,
+    rootless,
 )
+from .limits import host_process_ceiling, shared_uid_nproc
 from .policy import SandboxPolicy
 
 MIN_BWRAP = (0, 8, 0)
@@ -67,19 +76,94 @@ def check_bwrap_version() -> Check:
     return Check("bubblewrap version", "ok", text)
 
 
+def check_userns_for_bwrap() -> Check:
+    """The sysctls, then bwrap itself (a launch runs it only where something is doubtful;
+    doctor always)."""
+    found = check_user_namespaces()
+    return bwrap_self_test() if found.status == "ok" else found
+
+
 def check_apparmor() -> Check:
-    value = read_value("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
-    if value == "1":
-        return Check(
-            "AppArmor user namespace restriction",
-            "warning",
-            "unprivileged user namespaces are restricted by AppArmor; bwrap needs a profile "
-            "(the smoke test shows whether it has one)",
-            "install an AppArmor profile allowing userns for /usr/bin/bwrap (Ubuntu: "
-            "the bwrap-userns-restrict profile), or sysctl -w "
-            "kernel.apparmor_restrict_unprivileged_userns=0",
+    name = "AppArmor"
+    if read_value(APPARMOR_SYSCTL) != "1":
+        return Check(name, "ok", "unprivileged user namespaces not restricted")
+    works = bwrap_self_test().status == "ok"
+    detail = "kernel.apparmor_restrict_unprivileged_userns=1: " + (
+        "bwrap has a profile that allows them" if works else "bwrap has no profile"
+    )
+    return Check(name, "ok" if works else "info", detail)
+
+
+def check_container() -> Check:
+    if not in_container():
+        return Check("container", "info", "not in a container, as far as can be told")
+    works = bwrap_self_test().status == "ok"
+    detail = "in a container: " + (
+        "it lets bwrap have its namespaces and mounts"
+        if works
+        else "its policy refuses bwrap (see user namespaces)"
+    )
+    return Check("container", "info", detail)
+
+
+def check_this_users_sandboxes() -> list[Check]:
+    """The rootless section: which guarantees this user's sandboxes get here and which
+    are degraded; as root, what an ordinary user would get. And what root adds."""
+    layout = detect_layout()
+    limits = layout.provides("memory") and layout.provides("pids")
+    if rootless():
+        isolation = (
+            "namespaces, seccomp, no capabilities, read-only binds as for root; the sandboxes "
+            "run as this user's uid (1000 inside): a writable bind's new files are this "
+            "user's, and its sandboxes share the uid's process count"
         )
-    return Check("AppArmor user namespace restriction", "ok", "not restricted")
+        checks = [Check("rootless", "ok", isolation, needed_for="this user's sandboxes")]
+        if limits:
+            where = ", ".join(sorted({h.parent for h in layout.hierarchies}))
+            text = f"memory and pids by cgroups delegated to this user ({where})"
+            checks.append(Check("rootless limits", "ok", text))
+        else:
+            nproc, reserve = shared_uid_nproc(host_process_ceiling())
+            text = (
+                "no cgroup for this user: the default policy is refused; with "
+                "--per-process-limits (SandboxPolicy(limits='per-process')) memory is "
+                "RLIMIT_AS per process (no total cap, no OOM classification) and pids a "
+                f"ceiling of {nproc} processes shared with this host ({reserve} kept for it)"
+            )
+            checks.append(Check("rootless limits", "info", text))
+        checks.append(
+            Check(
+                "what root adds",
+                "info",
+                "a fresh uid per sandbox (no uid shared with the host or between sandboxes, "
+                "a pids limit exact per sandbox even without a cgroup), binds of what only "
+                "root can reach (pinned), and its own cgroups without delegation",
+            )
+        )
+        return checks
+    return [
+        Check(
+            "what root adds",
+            "ok",
+            "a fresh uid per sandbox, pinned binds of what only root can reach, its own "
+            "cgroups; an ordinary user gets the same namespaces, seccomp and binds, with "
+            "limits from a delegated cgroup (sandvisor doctor --delegate USER --apply) or "
+            "per-process limits, its sandboxes sharing its uid",
+        )
+    ]
+
+
+def check_leftovers() -> Check:
+    found = leftovers.find()
+    if not found:
+        return Check("leftovers", "ok", "nothing left behind by dead hosts")
+    return Check(
+        "leftovers",
+        "warning",
+        found.describe(),
+        "sandvisor doctor --sweep" + (" (as root, for every user's)" if not rootless() else ""),
+        needed_for="a clean machine (the next host of the same user collects cgroups too)",
+    )
 
 
 LIMIT_CHECKS = ("cgroup memory", "cgroup pids")
@@ -126,15 +210,19 @@ def smoke_test(limited: bool = True) -> Check:
 def probe(smoke: bool = True) -> ProbeReport:
     """Everything `sandvisor doctor` reports."""
     steps: list[Callable[[], Check | list[Check]]] = [
-        check_root,
+        check_host_user,
         check_arch,
         check_bwrap_present,
         check_bwrap_version,
-        check_user_namespaces,
+        check_userns_for_bwrap,
         check_apparmor,
+        check_container,
         check_seccomp,
         check_mount_api,
+        check_bind_fd,
         cgroup_checks,
+        check_this_users_sandboxes,
+        check_leftovers,
     ]
     checks: list[Check] = []
     for step in steps:

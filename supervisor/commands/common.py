@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from sandbox.cli_exec import parse_size
-from sandbox.policy import SandboxPolicy
+from sandbox.policy import LimitsMode, SandboxPolicy
 from supervisor.workers.config_file import ConfigError, load_groups
 from supervisor.workers.groups import ToolGroup
 
@@ -25,6 +25,18 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NO_SANDBOX = 125
 EXIT_INTERRUPTED = 130
+
+
+def unavailable_in(exc: BaseException) -> BaseException | None:
+    """The `SandboxUnavailable` that ``exc`` is, or that a task group wrapped it in."""
+    from sandbox.errors import SandboxUnavailable
+
+    while isinstance(exc, BaseExceptionGroup):
+        found = exc.subgroup(SandboxUnavailable)
+        if found is None:
+            return None
+        exc = found.exceptions[0]
+    return exc if isinstance(exc, SandboxUnavailable) else None
 
 
 def fail(command: str, message: str, code: int = EXIT_FAILED) -> int:
@@ -112,6 +124,13 @@ def add_supervisor_options(parser: argparse.ArgumentParser, *, adapters_required
     )
 
     add(
+        "--per-process-limits",
+        action="store_true",
+        help="where no cgroup can be had, accept per-process limits (RLIMIT_AS for memory, "
+        "the uid's RLIMIT_NPROC for processes; weaker: see docs/sandbox.md) instead of "
+        "refusing to start",
+    )
+    add(
         "--audit-log",
         metavar="FILE",
         help="append one JSON line per sandboxed call to FILE (the call's audit event), "
@@ -132,12 +151,16 @@ def add_supervisor_options(parser: argparse.ArgumentParser, *, adapters_required
             "--network": False,
             "--memory": defaults.memory_bytes,
             "--pids": defaults.pids,
+            "--per-process-limits": False,
         }
     )
 
 
 def policy_from(args: argparse.Namespace) -> SandboxPolicy:
-    return SandboxPolicy(network=args.network, memory_bytes=args.memory, pids=args.pids)
+    limits: LimitsMode = "per-process" if args.per_process_limits else "cgroup"
+    return SandboxPolicy(
+        network=args.network, memory_bytes=args.memory, pids=args.pids, limits=limits
+    )
 
 
 def has_sandboxed_tools(args: argparse.Namespace) -> bool:

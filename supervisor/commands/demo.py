@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import trio
 
 from supervisor.workers.tool_callbacks import failure_of
+
+if TYPE_CHECKING:
+    from sandbox.policy import SandboxPolicy
 
 EXAMPLE_ADAPTERS = ["worker_runtime.demo_adapters:registry"]
 
@@ -136,7 +140,9 @@ def table(rows: list[Row]) -> str:
 # -- the demo ----------------------------------------------------------------------------------
 
 
-async def run_demo(display: Display, *, deadline: float = 1.0) -> list[Row]:
+async def run_demo(
+    display: Display, *, deadline: float = 1.0, policy: SandboxPolicy | None = None
+) -> list[Row]:
     """Run the three steps with a fresh supervisor; the rows of the summary."""
     from sandbox.policy import SandboxPolicy
     from supervisor.commands.scripted_bridge import add_sandboxed_tools
@@ -144,7 +150,7 @@ async def run_demo(display: Display, *, deadline: float = 1.0) -> list[Row]:
 
     rows: list[Row] = []
     started = time.monotonic()
-    async with Supervisor(adapters=EXAMPLE_ADAPTERS, policy=SandboxPolicy(), pool_size=2,
+    async with Supervisor(adapters=EXAMPLE_ADAPTERS, policy=policy or SandboxPolicy(), pool_size=2,
                           cancel_grace=0.5, ping_interval=None) as sup:  # fmt: skip
         up = time.monotonic() - started
         display.say(f"sandvisor demo: 2 sandboxed workers up in {up:.2f} s "
@@ -235,6 +241,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true",
                         help="print the summary as JSON (and no live progress)")  # fmt: skip
+    parser.add_argument("--per-process-limits", action="store_true",
+                        help="where no cgroup can be had, accept per-process limits "
+                        "(weaker: see docs/sandbox.md) instead of refusing")  # fmt: skip
     parser.epilog = (
         "Exit status: 0 everything behaved as designed, 1 something did not (the line "
         "says what), 125 this machine cannot sandbox (see `sandvisor doctor`)."
@@ -253,15 +262,16 @@ def run(args: argparse.Namespace) -> int:
         fail,
     )
 
+    policy = SandboxPolicy(limits="per-process" if args.per_process_limits else "cgroup")
     try:
-        require(SandboxPolicy())
+        require(policy)
     except SandboxUnavailable as exc:
         return fail("demo", f"this machine cannot sandbox: {exc} (run `sandvisor doctor`)",
                     EXIT_NO_SANDBOX)  # fmt: skip
     display = Display(sys.stdout, live=sys.stdout.isatty(), quiet=args.json)
     began = time.monotonic()
     try:
-        rows = trio.run(run_demo, display)
+        rows = trio.run(functools.partial(run_demo, display, policy=policy))
     except KeyboardInterrupt:
         display.say()
         return fail("demo", "interrupted", EXIT_INTERRUPTED)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import os
 import stat
+import sys
 from collections.abc import Sequence
 
+from sandbox.cli_doctor import admin, asks_admin
 from sandbox.cli_doctor import configure as configure_machine
 from sandbox.cli_doctor import report as print_report
 from sandbox.gate import Check
@@ -39,6 +41,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if asks_admin(args):  # --delegate USER, --sweep: no checks
+        if args.mcp_server:
+            print(
+                "sandvisor doctor: -- COMMAND goes without --delegate and --sweep", file=sys.stderr
+            )
+            return 2
+        return admin(args)
     found = probe(smoke=not args.no_smoke)
     if args.mcp_server:
         start = not args.no_smoke and found.ok
@@ -51,7 +60,8 @@ def mcp_checks(server: Sequence[str], *, start: bool, start_timeout: float = 30.
     from sandbox.binds import check as check_bind
     from sandbox.binds import permits
     from sandbox.errors import SandboxError
-    from sandbox.launch import fresh_uid
+    from sandbox.launch import allocate_uid
+    from sandbox.policy import SandboxPolicy
     from supervisor.workers.mcp_worker import McpServerError, server_runtime
 
     try:
@@ -60,7 +70,7 @@ def mcp_checks(server: Sequence[str], *, start: bool, start_timeout: float = 30.
         fix = "install the server and give its entry point (docs/mcp-servers.md)"
         return [Check("mcp server program", "missing", str(exc), fix, NEEDED_FOR)]
     checks = [Check("mcp server program", "ok", argv[0], needed_for=NEEDED_FOR)]
-    uid = fresh_uid()
+    uid = allocate_uid(SandboxPolicy())[0]  # root's fresh uid, or a rootless host's own
     for bind in binds:
         name = "mcp runtime"
         try:
@@ -86,9 +96,11 @@ def mcp_checks(server: Sequence[str], *, start: bool, start_timeout: float = 30.
 
 
 def _executable_by(st: os.stat_result, uid: int) -> bool:
+    from sandbox.binds import groups_of
+
     if st.st_uid == uid:
         return bool(st.st_mode & stat.S_IXUSR)
-    if st.st_gid == uid:
+    if st.st_gid in groups_of(uid):
         return bool(st.st_mode & stat.S_IXGRP)
     return bool(st.st_mode & stat.S_IXOTH)
 

@@ -309,6 +309,7 @@ def run(args: argparse.Namespace) -> int:
         fail,
         has_sandboxed_tools,
         supervisor_kwargs,
+        unavailable_in,
     )
     from supervisor.commands.script import scripted_for_cli
     from supervisor.workers.config_file import ConfigError
@@ -334,14 +335,12 @@ def run(args: argparse.Namespace) -> int:
         kwargs = supervisor_kwargs(args) if has_sandboxed_tools(args) else None
     except ConfigError as exc:
         return fail("mcp", str(exc), EXIT_USAGE)
-    from sandbox.errors import SandboxUnavailable
-
     try:
         trio.run(serve_mcp_stdio, scripted, kwargs, args.deadline)
     except KeyboardInterrupt:  # only before the signal handler is installed
         return EXIT_FAILED
-    except SandboxUnavailable as exc:
-        return fail("mcp", f"{exc} (run `sandvisor doctor`)", EXIT_NO_SANDBOX)
-    except Exception as exc:
+    except Exception as exc:  # the server's task group wraps what its start raised
+        if (unavailable := unavailable_in(exc)) is not None:
+            return fail("mcp", f"{unavailable} (run `sandvisor doctor`)", EXIT_NO_SANDBOX)
         return fail("mcp", f"{type(exc).__name__}: {exc}", EXIT_FAILED)
     return EXIT_OK

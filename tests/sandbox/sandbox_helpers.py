@@ -5,7 +5,8 @@ The sandbox gets the host interpreter's prefix read-only (nothing else of /root)
 syscall through ctypes that returns 0 or the errno, so a test can assert exactly which
 rule refused it. `run_json` expects the code to print one JSON document last. Also what
 several test modules share: `sandvisor` (the command, as a user runs it) and the teardown
-checks (`uid_processes`, `wait_for`, `started`, `open_fds`, `alive`).
+checks (`Watch`, `uid_processes`, `wait_for`, `started`, `open_fds`, `alive`), which
+work for a root host's sandboxes (a fresh uid each) and a rootless one's (the host's uid).
 """
 
 from __future__ import annotations
@@ -109,6 +110,43 @@ def sandvisor(
     return subprocess.run(
         [*SANDVISOR, *args], capture_output=True, timeout=60, input=input, env=env
     )
+
+
+ROOTLESS = os.geteuid() != 0
+
+
+class Watch:
+    """A sandbox's processes as a test sees them, apart from the handle's own account:
+    those of its fresh uid (a root host's sandbox), else those in its pid namespace,
+    which the watch pins from the start (so its inode cannot be reused meanwhile)."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.uid = sandbox.uid if sandbox.uid_kind == "fresh" else None
+        self.ns_fd: int | None = None
+        if self.uid is None:
+            assert wait_for(lambda: sandbox.status.child_pid is not None)
+            fd = os.open(f"/proc/{sandbox.status.child_pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            if os.fstat(fd).st_ino != sandbox.status.pid_namespace:
+                os.close(fd)
+                raise AssertionError("the sandbox ended before it was watched")
+            self.ns_fd = fd
+
+    def processes(self) -> list[psutil.Process]:
+        if self.uid is not None:
+            return uid_processes(self.uid)
+        assert self.ns_fd is not None
+        return namespace_processes(self.ns_fd)
+
+    def close(self) -> None:
+        if self.ns_fd is not None:
+            os.close(self.ns_fd)
+            self.ns_fd = None
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def uid_processes(uid: int) -> list[psutil.Process]:

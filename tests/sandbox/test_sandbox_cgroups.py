@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from sandbox.cgroups import (
+    HOST_LEAF,
     PARENT_NAME,
     CgroupMount,
-    _owner_alive,
+    owner_alive,
     parse_mountinfo,
     parse_proc_cgroup,
     plan_layout,
@@ -89,6 +90,42 @@ def test_pure_v2_without_delegation_has_no_limits() -> None:
     assert layout.provides("kill") and not layout.provides("memory")
 
 
+def test_a_host_in_its_leaf_plans_from_its_delegation() -> None:
+    """Having moved itself into a leaf (cgroup v2's no internal processes), a host (or a
+    sibling host moved along with it) makes sandboxes beside the leaf, not inside it."""
+    mounts = [CgroupMount(2, "/sys/fs/cgroup", "/", frozenset())]
+    own = f"/user.slice/app.scope/{HOST_LEAF}"
+    layout = plan_layout(mounts, own, {}, frozenset({"memory", "pids"}))
+    assert [h.parent for h in layout.hierarchies] == [
+        f"/sys/fs/cgroup/user.slice/app.scope/{PARENT_NAME}"
+    ]
+
+
+def test_an_ordinary_user_uses_what_was_delegated() -> None:
+    """Rootless on a hybrid machine: no v2 of its own to write (the root cgroup), v1
+    subtrees handed over (``sandvisor-USER``), used as the parents themselves."""
+    v2, _ = parse_proc_cgroup(HYBRID_CGROUP)
+    delegated = {
+        "memory": "/sys/fs/cgroup/memory/sandvisor-alice",
+        "pids": "/sys/fs/cgroup/pids/sandvisor-alice",
+    }
+    mounts = parse_mountinfo(HYBRID_MOUNTINFO)
+    layout = plan_layout(mounts, v2, {}, frozenset(), delegated_v1=delegated, v2_ours=False)
+    roles = {h.parent: set(h.roles) for h in layout.hierarchies}
+    assert roles == {delegated["memory"]: {"memory"}, delegated["pids"]: {"pids"}}
+    assert layout.kill_mechanism == "pid namespace"
+    # nothing delegated: nothing at all (the v2 root is not the user's either)
+    bare = plan_layout(mounts, v2, {}, frozenset(), v2_ours=False)
+    assert bare.hierarchies == ()
+
+
+def test_an_ordinary_user_with_a_delegated_v2_cgroup_gets_everything_there() -> None:
+    mounts = [CgroupMount(2, "/sys/fs/cgroup", "/", frozenset())]
+    own = "/user.slice/user-1000.slice/user@1000.service/app.slice/run-x.scope"
+    layout = plan_layout(mounts, own, {}, frozenset({"memory", "pids"}), v2_ours=True)
+    assert [set(h.roles) for h in layout.hierarchies] == [{"kill", "memory", "pids"}]
+
+
 def test_no_cgroups_at_all() -> None:
     layout = plan_layout([], None, {}, frozenset())
     assert layout.hierarchies == () and layout.kill_mechanism == "pid namespace"
@@ -105,6 +142,6 @@ def test_cgroup_namespace_root_is_honoured() -> None:
 def test_names_say_whose_sandbox_it_is() -> None:
     name = sandbox_cgroup_name(1234, generation=7)
     assert name.startswith("sv-") and name.split("-")[3:5] == ["7", "1234"]
-    assert _owner_alive(name)  # we are alive
-    assert not _owner_alive("sv-999999999-1-1-1234-abcd")  # no such host
-    assert _owner_alive("something-else")  # not ours to collect
+    assert owner_alive(name)  # we are alive
+    assert not owner_alive("sv-999999999-1-1-1234-abcd")  # no such host
+    assert owner_alive("something-else")  # not ours to collect

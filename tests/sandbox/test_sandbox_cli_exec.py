@@ -84,7 +84,7 @@ def test_exec_refuses_bad_input_clearly(tmp_path: Path) -> None:
     p = sandvisor("exec", "--memory", "lots", "--", "true")
     assert p.returncode == 2
     private = tmp_path / "private"
-    private.mkdir(mode=0o700)  # root's alone: the sandbox could not read it, so say so now
+    private.mkdir(mode=0o000)  # no one's: the sandbox could not read it, so say so now
     p = sandvisor("exec", "--ro-bind", str(private), "--", "true")
     assert p.returncode == 125 and b"not readable by the sandbox" in p.stderr
 

@@ -31,7 +31,9 @@ from sandbox.launch import prepare_launch
 from sandbox.policy import SandboxPolicy
 from sandbox.spawn import Spawner, spawn
 
-pytestmark = [pytest.mark.bwrap, pytest.mark.cgroup]
+pytestmark = [pytest.mark.bwrap]
+
+CGROUPS = [pytest.param("cgroup", marks=pytest.mark.cgroup), "none"]
 
 
 class Host:
@@ -78,7 +80,7 @@ class Host:
                 os.close(fd)
 
 
-@pytest.mark.parametrize("cgroups", ["cgroup", "none"])
+@pytest.mark.parametrize("cgroups", CGROUPS)
 def test_a25_host_sigkill_takes_every_sandbox_with_it(cgroups: str) -> None:
     host = Host("steady", cgroups)
     try:
@@ -92,7 +94,7 @@ def test_a25_host_sigkill_takes_every_sandbox_with_it(cgroups: str) -> None:
         host.close()
 
 
-@pytest.mark.parametrize("cgroups", ["cgroup", "none"])
+@pytest.mark.parametrize("cgroups", CGROUPS)
 def test_a25_host_death_during_bwrap_start_up_leaves_nothing(cgroups: str) -> None:
     """bwrap 0.8.0 arms die-with-parent in the sandbox only at the end of its set-up; a
     host that dies before then must still take the sandbox with it (the lifeline: by the
@@ -106,6 +108,7 @@ def test_a25_host_death_during_bwrap_start_up_leaves_nothing(cgroups: str) -> No
             host.close()
 
 
+@pytest.mark.cgroup
 def test_cgroups_of_dead_hosts_are_collected() -> None:
     layout = detect_layout()
     stale = [
@@ -123,6 +126,7 @@ def test_cgroups_of_dead_hosts_are_collected() -> None:
                 os.rmdir(path)
 
 
+@pytest.mark.cgroup
 def test_cgroups_of_a_zombie_host_are_collected() -> None:
     """A host that died but was never reaped (its parent gone first, under a pid 1 that
     does not reap: a Ray worker whose raylet died) keeps its /proc entry and start time;
@@ -146,6 +150,7 @@ def test_cgroups_of_a_zombie_host_are_collected() -> None:
                 os.rmdir(path)
 
 
+@pytest.mark.cgroup
 def test_nothing_of_sandvisor_stays_open_once_the_last_sandbox_is_gone() -> None:
     from sandbox import lifeline
 
