@@ -1,0 +1,402 @@
+"""An ordinary user to run sandvisor as, made and unmade by root: the rootless test runs'
+(`tests/rootless/`) and the rootless side of ``scripts/bench_sandbox.py``.
+
+`RootlessUser.create()` (as root) makes a throwaway user (``useradd``), a virtual
+environment it can run (outside ``/root``, whose 0700 hides the project's own venv and
+pyenv interpreters: ``/usr/bin/python3`` with the project's dependencies, built once and
+cached under `CACHE` by the hash of what it holds), and a copy of the checkout it can
+read (`SOURCE_PARTS`, put first on its ``PYTHONPATH``). Then:
+
+- `delegate(setup)`: the cgroups this user gets, as a machine would give them: ``"v1"``
+  a subtree per v1 hierarchy (``sandvisor doctor --delegate USER --apply``: the command
+  under test); ``"v2"`` a delegated v2 cgroup the user's runs are started in;
+  ``"none"`` nothing. `v2_unavailable` says why a machine has no v2 set-up (this one:
+  cgroup v2 is mounted with no controllers to give);
+- `run(argv)`: a command as the user (``setpriv``), in the set-up's cgroup, with an
+  optional process limit of its own;
+- `destroy()`: every process of the user killed, the delegation undone, the user
+  removed, the files gone, and all of it checked (``getent passwd``, the cgroup trees,
+  the process table); `sweep_stale()` does the same for users of test sessions that
+  died (their GECOS names the owning process).
+
+Use it as a context manager, or call `destroy` in a ``finally`` (a pytest finaliser).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path("/var/tmp/sandvisor-rootless")
+#: The interpreter the user runs: the system's (an interpreter under /root is hidden).
+PYTHON = "/usr/bin/python3"
+#: What of the checkout the user's copy holds.
+SOURCE_PARTS = ("sandbox", "supervisor", "worker_runtime", "tests", "pyproject.toml")
+#: Test tools the user's venv adds to the project's dependencies.
+TEST_TOOLS = ("pytest>=8", "pytest-trio>=0.8", "pytest-timeout>=2.3", "hypothesis>=6.100")
+MARK = "sandvisor rootless test user"
+PREFIX = "svtest"
+
+Setup = Literal["v1", "v2", "none"]
+
+
+class RootlessSetupError(RuntimeError):
+    """The machine cannot give the test its user, venv or cgroups (the message says why)."""
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise RootlessSetupError("making a throwaway user needs root")
+    for tool in ("useradd", "userdel", "setpriv"):
+        if shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
+            raise RootlessSetupError(f"{tool} is missing (apt-get install passwd util-linux)")
+
+
+def _run(argv: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    done: subprocess.CompletedProcess[str] = subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        **kwargs,  # type: ignore[call-overload]
+    )
+    if done.returncode != 0:
+        raise RootlessSetupError(f"{' '.join(argv)}: {(done.stderr or done.stdout).strip()}")
+    return done
+
+
+# --- the venv ---------------------------------------------------------------------------
+
+
+def requirements() -> list[str]:
+    """The project's dependencies, its ``mcp`` extra and `TEST_TOOLS`."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    extras = project["optional-dependencies"]["mcp"]
+    return sorted([*project["dependencies"], *extras, *TEST_TOOLS])
+
+
+def ensure_venv() -> Path:
+    """The cached venv for this checkout's dependencies, built if missing (under a lock:
+    several test processes may want it at once); world-readable."""
+    version = _run([PYTHON, "-c", "import sys; print(sys.version)"]).stdout.strip()
+    newer = _run([PYTHON, "-c", "import sys; print(sys.version_info >= (3, 11))"]).stdout
+    if newer.strip() != "True":
+        raise RootlessSetupError(f"{PYTHON} is {version}: sandvisor needs Python >= 3.11")
+    key = hashlib.sha256("\n".join([version, *requirements()]).encode()).hexdigest()[:16]
+    venv = CACHE / f"venv-{key}"
+    CACHE.mkdir(mode=0o755, exist_ok=True)
+    os.chmod(CACHE, 0o755)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv / "ready").exists():
+            return venv
+        shutil.rmtree(venv, ignore_errors=True)
+        _ensure_venv_module()
+        _run([PYTHON, "-m", "venv", str(venv)])
+        _run([str(venv / "bin/python"), "-m", "pip", "install", "-q", *requirements()])
+        _run(["chmod", "-R", "go+rX", str(venv)])
+        (venv / "ready").touch()
+    return venv
+
+
+def _ensure_venv_module() -> None:
+    """Debian splits ``venv`` (and ``ensurepip``) out of python3: install it if missing."""
+    if subprocess.run([PYTHON, "-c", "import ensurepip, venv"], capture_output=True).returncode:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        _run(["apt-get", "install", "-y", "-qq", "python3-venv"], env=env)
+
+
+# --- the user ---------------------------------------------------------------------------
+
+
+class RootlessUser:
+    """One throwaway user with its venv, its copy of the checkout, its home and its set-up."""
+
+    def __init__(self, name: str, venv: Path) -> None:
+        account = pwd.getpwnam(name)
+        self.name = name
+        self.uid = account.pw_uid
+        self.gid = account.pw_gid
+        self.venv = venv
+        self.base = CACHE / name
+        self.home = self.base / "home"
+        self.src = self.base / "src"
+        self.setup: Setup = "none"
+        self.v2_cgroup: Path | None = None
+
+    @property
+    def python(self) -> str:
+        return str(self.venv / "bin/python")
+
+    @classmethod
+    def create(cls) -> RootlessUser:
+        require_root()
+        venv = ensure_venv()
+        name = f"{PREFIX}{os.urandom(4).hex()}"
+        base = CACHE / name
+        base.mkdir(mode=0o755)
+        gecos = f"{MARK}; owner {os.getpid()} {_start_time(os.getpid())}"
+        home = str(base / "home")
+        _run(["useradd", "-M", "-d", home, "-s", "/usr/sbin/nologin", "-c", gecos, name])
+        user = cls(name, venv)
+        try:
+            user.home.mkdir(mode=0o700)
+            os.chown(user.home, user.uid, user.gid)
+            user._copy_source()
+        except BaseException:
+            user.destroy()
+            raise
+        return user
+
+    def _copy_source(self) -> None:
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
+        self.src.mkdir(mode=0o755)
+        for part in SOURCE_PARTS:
+            path = ROOT / part
+            if path.is_dir():
+                shutil.copytree(path, self.src / part, ignore=ignore)
+            else:
+                shutil.copy2(path, self.src / part)
+        # workers run from read-only binds, where Python cannot cache bytecode
+        _run([PYTHON, "-m", "compileall", "-q", str(self.src / "worker_runtime")])
+        _run(["chown", "-R", f"{self.uid}:{self.gid}", str(self.src)])
+
+    # --- cgroups ----------------------------------------------------------------------
+
+    def delegate(self, setup: Setup) -> None:
+        """Give the user the cgroups of ``setup`` (see the module's docstring)."""
+        self.setup = setup
+        if setup == "v1":
+            why = v1_unavailable()
+            if why:
+                raise RootlessSetupError(why)
+            self._sandvisor_as_root("doctor", "--delegate", self.name, "--apply")
+        elif setup == "v2":
+            why = v2_unavailable()
+            if why:
+                raise RootlessSetupError(why)
+            self.v2_cgroup = _v2_root() / f"sandvisor-{self.name}"
+            self._sandvisor_as_root("doctor", "--delegate", self.name, "--apply")
+
+    def undelegate(self) -> None:
+        if self.setup in ("v1", "v2"):
+            self._sandvisor_as_root("doctor", "--delegate", self.name, "--remove")
+        self.setup = "none"
+        self.v2_cgroup = None
+
+    def _sandvisor_as_root(self, *args: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        _run([sys.executable, "-m", "supervisor", *args], env=env)
+
+    # --- running ----------------------------------------------------------------------
+
+    def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": str(self.src),
+            "SANDVISOR_ROOTLESS": self.setup,
+            **(extra or {}),
+        }
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` as the user, in the set-up's cgroup (moved there as root first: a
+        process may only be moved within cgroups its mover may write)."""
+        as_user = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups"]
+        as_user += ["--", *argv]
+        if self.v2_cgroup is None:
+            return as_user
+        procs = self.v2_cgroup / "cgroup.procs"
+        return ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *as_user]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        nproc: int | None = None,
+        timeout: float = 600,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` as the user and wait; ``nproc``: its RLIMIT_NPROC (soft and hard)."""
+
+        def limits() -> None:
+            if nproc is not None:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+        return subprocess.run(
+            self.command(argv),
+            env=self.environment(env),
+            cwd=cwd or self.src,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            preexec_fn=limits,
+        )
+
+    def pytest(
+        self,
+        selection: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        nproc: int | None = None,
+        timeout: float = 900,
+    ) -> subprocess.CompletedProcess[str]:
+        """pytest over ``selection`` (paths under the copy, and options) as the user, with a
+        sandbox required (a skip for want of one fails). It runs in the user's home: the
+        copy is on ``PYTHONPATH`` once (twice, as the working directory too, would make
+        ``tests`` a namespace package of two equal paths)."""
+        paths = [str(self.src / item) if not item.startswith("-") else item for item in selection]
+        argv = [self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]
+        extra = {"SANDVISOR_REQUIRE_SANDBOX": "1", **(env or {})}
+        return self.run(argv, env=extra, nproc=nproc, timeout=timeout, cwd=self.home)
+
+    # --- the end ----------------------------------------------------------------------
+
+    def processes(self) -> list[psutil.Process]:
+        return [
+            p
+            for p in psutil.process_iter(["uids"])
+            if p.info["uids"] is not None and self.uid in p.info["uids"]
+        ]
+
+    def kill_all(self, timeout: float = 10.0) -> None:
+        """SIGKILL every process of the user until none is left (a fork bomb included)."""
+        deadline = time.monotonic() + timeout
+        while (left := self.processes()) and time.monotonic() < deadline:
+            for proc in left:
+                with contextlib.suppress(psutil.Error):
+                    proc.send_signal(signal.SIGCONT)
+                    proc.send_signal(signal.SIGKILL)
+            time.sleep(0.02)
+
+    def destroy(self) -> None:
+        """Everything of the user gone, and checked to be; raises if something is left."""
+        problems = []
+        self.kill_all()
+        with contextlib.suppress(RootlessSetupError):  # what it could not do is checked below
+            if self.setup == "none":  # a delegation left by a test that failed midway
+                self.setup = "v1" if delegated_dirs(self.name) else "none"
+            self.undelegate()
+        subprocess.run(["userdel", self.name], capture_output=True)
+        shutil.rmtree(self.base, ignore_errors=True)
+        if self.processes():
+            problems.append(f"processes {[p.pid for p in self.processes()]}")
+        if subprocess.run(["getent", "passwd", self.name], capture_output=True).returncode == 0:
+            problems.append("the user still exists")
+        if left := delegated_dirs(self.name):
+            problems.append(f"cgroups {left}")
+        if self.base.exists():
+            problems.append(f"files in {self.base}")
+        if problems:
+            raise RootlessSetupError(f"rootless user {self.name} left: {'; '.join(problems)}")
+
+    def __enter__(self) -> RootlessUser:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.destroy()
+
+
+def delegated_dirs(name: str) -> list[str]:
+    """Cgroup directories named after user ``name``, in any hierarchy."""
+    top = Path("/sys/fs/cgroup")
+    candidates = [top / f"sandvisor-{name}"]  # cgroup v2 mounted there
+    candidates += [d / f"sandvisor-{name}" for d in top.iterdir() if d.is_dir()]  # v1
+    return sorted(str(c) for c in candidates if c.is_dir())
+
+
+def sweep_stale() -> list[str]:
+    """Remove the test users of sessions that died without cleaning up; their names."""
+    removed = []
+    for account in pwd.getpwall():
+        if not account.pw_name.startswith(PREFIX) or MARK not in account.pw_gecos:
+            continue
+        owner = account.pw_gecos.rpartition("owner ")[2].split()
+        if len(owner) == 2 and str(_start_time(int(owner[0]))) == owner[1]:
+            continue  # its session still runs
+        user = RootlessUser(account.pw_name, Path("/nonexistent"))
+        user.setup = "v1" if delegated_dirs(user.name) else "none"
+        with contextlib.suppress(RootlessSetupError):
+            user.destroy()
+        removed.append(account.pw_name)
+    return removed
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rpartition(b")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# --- what the machine offers ------------------------------------------------------------
+
+
+def v1_unavailable() -> str:
+    """Why this machine has no cgroup v1 memory and pids hierarchies to delegate, or ""."""
+    missing = [c for c in ("memory", "pids") if _v1_mount(c) is None]
+    if missing:
+        return f"no cgroup v1 {' or '.join(missing)} hierarchy on this machine (pure cgroup v2?)"
+    return ""
+
+
+def _v1_mount(controller: str) -> str | None:
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        parts = right.split()
+        if len(parts) >= 3 and parts[0] == "cgroup" and controller in parts[2].split(","):
+            return left.split()[4]
+    return None
+
+
+def _v2_root() -> Path:
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split()[:1] == ["cgroup2"] and left.split()[3] == "/":
+            return Path(left.split()[4])
+    raise RootlessSetupError("no cgroup v2 hierarchy is mounted")
+
+
+def v2_unavailable() -> str:
+    """Why this machine cannot give a user a delegated cgroup v2 with memory and pids, or
+    "" (a hybrid machine mounts cgroup v2 with no controllers: they are all v1's)."""
+    try:
+        root = _v2_root()
+    except RootlessSetupError as exc:
+        return str(exc)
+    available = set((root / "cgroup.controllers").read_text().split())
+    if not {"memory", "pids"} <= available:
+        have = ", ".join(sorted(available)) or "none"
+        return (
+            f"cgroup v2 at {root} offers no memory and pids controllers to delegate "
+            f"(it has: {have}; they belong to the v1 hierarchies here)"
+        )
+    if _v1_mount("memory") is not None or _v1_mount("pids") is not None:
+        return "memory and pids are cgroup v1 hierarchies here: the v1 set-up covers them"
+    return ""
