@@ -685,11 +685,25 @@ def kill_all(list_pids: Callable[[], set[int]]) -> None:
                     os.kill(pid, sig)
 
 
-def _children(parent: str) -> Iterator[str]:
+def sandbox_dirs(parent: str) -> Iterator[str]:
+    """The names of the sandbox cgroups (``sv-...``) under ``parent``."""
     with contextlib.suppress(OSError):
         for entry in os.scandir(parent):
             if entry.is_dir(follow_symlinks=False) and entry.name.startswith("sv-"):
                 yield entry.name
+
+
+def remove_stale(h: Hierarchy, name: str, timeout: float = 0.5) -> bool:
+    """Kill what is in sandbox cgroup ``name`` of ``h`` and remove it; False if it stays."""
+    path = os.path.join(h.parent, name)
+    roles = {role: path for role in h.roles}
+    stale = SandboxCgroup(name, roles, {role: h.version for role in h.roles})
+    try:
+        stale.kill()
+        stale.remove(timeout=timeout)
+    except (OSError, ContainmentError):
+        return False
+    return True
 
 
 _collected: set[str] = set()
@@ -703,16 +717,9 @@ def collect_orphans(layout: CgroupLayout, *, again: bool = False) -> list[str]:
         if h.parent in _collected and not again:
             continue
         _collected.add(h.parent)
-        for name in _children(h.parent):
-            if owner_alive(name):
-                continue
-            path = os.path.join(h.parent, name)
-            roles = {role: path for role in h.roles}
-            stale = SandboxCgroup(name, roles, {role: h.version for role in h.roles})
-            with contextlib.suppress(OSError, ContainmentError):
-                stale.kill()
-                stale.remove(timeout=0.5)
-                removed.append(path)
+        for name in sandbox_dirs(h.parent):
+            if not owner_alive(name) and remove_stale(h, name):
+                removed.append(os.path.join(h.parent, name))
     return removed
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from dataclasses import dataclass
 
 from . import pidns
@@ -23,12 +24,13 @@ from .cgroups import (
     DELEGATED_PREFIX,
     CgroupLayout,
     Hierarchy,
-    SandboxCgroup,
     cgroup_mounts,
     detect_layout,
     owner_alive,
+    remove_stale,
+    sandbox_dirs,
 )
-from .errors import ContainmentError
+from .fdwait import wait_readable
 from .lifeline import TAG_PREFIX
 
 
@@ -75,7 +77,7 @@ def find(layout: CgroupLayout | None = None) -> Leftovers:
     cgroups = [
         os.path.join(h.parent, name)
         for h in parents(layout)
-        for name in _sandbox_dirs(h.parent)
+        for name in sandbox_dirs(h.parent)
         if not owner_alive(name)
     ]
     return Leftovers(tuple(sorted(set(cgroups))), tuple(orphaned_inits()))
@@ -85,20 +87,18 @@ def sweep(layout: CgroupLayout | None = None) -> Leftovers:
     """Kill and remove what `find` finds; what could not be removed is returned."""
     for pid in orphaned_inits():
         with contextlib.suppress(OSError):
-            os.kill(pid, 9)  # the init: the kernel ends its whole pid namespace
-    left = []
-    for h in parents(layout):
-        for name in _sandbox_dirs(h.parent):
-            if owner_alive(name):
-                continue
-            path = os.path.join(h.parent, name)
-            roles = {role: path for role in h.roles}
-            stale = SandboxCgroup(name, roles, {role: h.version for role in h.roles})
-            try:
-                stale.kill()
-                stale.remove(timeout=1.0)
-            except (OSError, ContainmentError):
-                left.append(path)
+            pidfd = os.pidfd_open(pid)
+            try:  # the init: the kernel ends its whole pid namespace
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                wait_readable(pidfd, 1.0)
+            finally:
+                os.close(pidfd)
+    left = [
+        os.path.join(h.parent, name)
+        for h in parents(layout)
+        for name in sandbox_dirs(h.parent)
+        if not owner_alive(name) and not remove_stale(h, name, timeout=1.0)
+    ]
     return Leftovers(tuple(left), tuple(orphaned_inits()))
 
 
@@ -127,16 +127,6 @@ def _namespace_init(pid: str) -> bool:
         return False
     pids = line.split()[1:]
     return len(pids) > 1 and pids[-1] == "1"
-
-
-def _sandbox_dirs(parent: str) -> list[str]:
-    with contextlib.suppress(OSError):
-        return [
-            e.name
-            for e in os.scandir(parent)
-            if e.name.startswith("sv-") and e.is_dir(follow_symlinks=False)
-        ]
-    return []
 
 
 def _argv0(pid: str) -> str:
