@@ -17,9 +17,15 @@
 3. The `sandvisor exec` command end to end, against ``python -c pass`` (information).
 4. Teardown: a sandbox with 50 processes; from `kill()` until bwrap is reaped and its
    cgroups are empty. Target: within 100 ms.
+5. Rootless against root, in the same run: `run()` of ``/bin/true`` and a worker's start
+   (``prepare_launch`` to its ``ready``), measured by the same code and interpreter in
+   child processes, one as root and one as a throwaway ordinary user with cgroups
+   delegated (`tests/rootless_env.py`: v1 subtrees here, a v2 cgroup where the machine
+   has one), alternating rounds. Targets: rootless at most 1.2x root, each.
 
-Usage: ``.venv/bin/python scripts/bench_sandbox.py [--runs N]`` (as root, like CI). On a
-shared machine, ``nice -n -15`` keeps other jobs from stretching the wall times.
+Usage: ``.venv/bin/python scripts/bench_sandbox.py [--runs N] [--only-rootless]`` (as
+root, like CI). On a shared machine, ``nice -n -15`` keeps other jobs from stretching the
+wall times.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import argparse
 import os
 import resource
 import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +49,7 @@ from sandbox.policy import SandboxPolicy
 from sandbox.runner import run
 from sandbox.spawn import spawn
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BARE = ["bwrap", "--ro-bind", "/", "/", "--unshare-all", "/bin/true"]
 TRUE = Command(("/bin/true",))
 
@@ -270,11 +278,132 @@ def startup_round(runs: int) -> tuple[float, float, float, float]:
     return med(bare_s, 0), med(ours_s, 0), med(bare_s, 1), med(ours_s, 1)
 
 
+# --- 5. rootless against root -----------------------------------------------------------
+
+
+def worker_ready_once() -> float:
+    """ms from `prepare_launch` of a worker to its ``ready`` (the protocol's first frame)."""
+    from sandbox.pyworker import worker_command
+    from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
+    from worker_runtime.protocol.bootstrap import encode_bootstrap
+    from worker_runtime.protocol.framing import LineReader
+    from worker_runtime.protocol.host import HostConnection, WorkerReady
+    from worker_runtime.protocol.messages import Grant
+
+    sid, key = new_session_id(), new_session_key()
+    conn = HostConnection(
+        sid, derive_keys(key), [Grant("text.upper", "text", 4, 1024, 1024, None)], 1
+    )
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    t0 = time.perf_counter()
+    plan = prepare_launch(
+        SandboxPolicy(), worker_command(["worker_runtime.examples:registry"]),
+        fds={3: to_r, 4: from_w},
+    )  # fmt: skip
+    sandbox = spawn(plan)
+    try:
+        os.close(to_r)
+        os.close(from_w)
+        os.write(to_w, encode_bootstrap(sid, key) + conn.open())
+        reader = LineReader()
+        while (line := reader.next_line()) is None:
+            select.select([from_r], [], [], 30)
+            data = os.read(from_r, 65536)
+            assert data, "the worker closed its protocol pipe"
+            reader.feed(data)
+        assert isinstance(conn.receive(line), WorkerReady)
+        return (time.perf_counter() - t0) * 1000
+    finally:
+        sandbox.kill("done")
+        sandbox.cleanup()
+        os.close(to_w)
+        os.close(from_r)
+
+
+def measure(runs: int) -> dict[str, float | str]:
+    """What a child prints for section 5 (JSON): medians of ``runs`` of each."""
+    ours()
+    worker_ready_once()  # warm: the fork server, the module lookups, the page cache
+    launch = [timed(ours)[0] for _ in range(runs)]
+    ready = [worker_ready_once() for _ in range(max(5, runs // 3))]
+    from sandbox.limits import enforce
+
+    layout = cgroups.detect_layout()
+    return {
+        "run_ms": statistics.median(launch),
+        "ready_ms": statistics.median(ready),
+        "uid": os.geteuid(),
+        "limits": "per-process"
+        if enforce(SandboxPolicy(), layout, "host").per_process
+        else "cgroup",
+    }
+
+
+def rootless_against_root(runs: int, rounds: int) -> None:
+    """Section 5: the same measurement as root and as an ordinary user, alternating."""
+    import json
+
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import rootless_env
+
+    if os.geteuid() != 0:
+        print("rootless against root: skipped (it makes a user: run the bench as root)")
+        return
+    setup: rootless_env.Setup = "none"
+    if not rootless_env.v1_unavailable():
+        setup = "v1"
+    elif not rootless_env.v2_unavailable():
+        setup = "v2"
+    with rootless_env.RootlessUser.create() as user:
+        user.delegate(setup)
+        child = user.src / "bench_sandbox.py"  # the user's copy (this one may be under /root)
+        shutil.copy(__file__, child)
+        argv = [user.python, str(child), "--measure", str(runs)]
+        print(
+            f"rootless against root: run(/bin/true) and a worker's start to ready, median of "
+            f"{runs} and {max(5, runs // 3)} per child, {rounds} rounds; the rootless user's "
+            f"cgroups: {setup}; the same interpreter ({user.python}) and code for both"
+        )
+        results: dict[str, list[dict[str, float | str]]] = {"root": [], "rootless": []}
+        env = user.environment()
+        for number in range(1, rounds + 1):
+            as_root = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+            as_user = user.run(argv)
+            if as_user.returncode != 0:
+                raise SystemExit(f"the rootless child failed: {as_user.stderr[-2000:]}")
+            root_r, user_r = json.loads(as_root.stdout), json.loads(as_user.stdout)
+            results["root"].append(root_r)
+            results["rootless"].append(user_r)
+            print(
+                f"  round {number}: run root {root_r['run_ms']:6.2f} rootless "
+                f"{user_r['run_ms']:6.2f} ms; ready root {root_r['ready_ms']:6.2f} rootless "
+                f"{user_r['ready_ms']:6.2f} ms ({user_r['limits']} limits)"
+            )
+        for key, what in (("run_ms", "run() of /bin/true"), ("ready_ms", "worker start to ready")):
+            root_v = statistics.median(float(r[key]) for r in results["root"])
+            user_v = statistics.median(float(r[key]) for r in results["rootless"])
+            print(
+                f"  {what}: root {root_v:7.2f} ms   rootless {user_v:7.2f} ms   "
+                f"ratio {user_v / root_v:5.2f}   (target: 1.2)"
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3, help="start-up comparisons to repeat")
+    parser.add_argument("--only-rootless", action="store_true", help="section 5 alone")
+    parser.add_argument("--measure", type=int, metavar="RUNS", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure is not None:  # a child of section 5
+        import json
+
+        print(json.dumps(measure(args.measure)))
+        return 0
+    if args.only_rootless:
+        rootless_against_root(args.runs, args.rounds)
+        return 0
     runs = args.runs
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus")
     ours()
@@ -343,6 +472,7 @@ def main() -> int:
         f"  kill -> all reaped: median {statistics.median(times):.1f} ms, max {worst:.1f} ms, "
         f"ratio to the 100 ms target {statistics.median(times) / 100:.2f}"
     )
+    rootless_against_root(runs, args.rounds)
     return 0
 
 

@@ -14,6 +14,7 @@ from sandbox_helpers import alive, sandvisor, wait_for
 
 from sandbox import leftovers
 from sandbox.cgroups import detect_layout
+from sandbox.probe import check_leftovers
 
 pytestmark = [pytest.mark.bwrap]
 
@@ -22,14 +23,16 @@ DEAD_HOST = f"sv-999999999-1-1-{os.geteuid()}-{os.getpid():x}"
 
 @pytest.mark.cgroup
 def test_cgroups_of_a_dead_host_are_reported_and_swept() -> None:
+    """(Any host's first launch collects a dead host's cgroups too, and other hosts run on
+    this machine: what one of them collected meanwhile is gone, as it should be.)"""
     stale = [os.path.join(h.parent, DEAD_HOST) for h in detect_layout().hierarchies]
     try:
         for path in stale:
             os.mkdir(path)
-        found = leftovers.find()
-        assert set(stale) <= set(found.cgroups) and "cgroups of dead hosts" in found.describe()
-        report = sandvisor("doctor", "--no-smoke")
-        assert b"leftovers" in report.stdout and b"doctor --sweep" in report.stdout
+        found, check = leftovers.find(), check_leftovers()
+        if all(os.path.exists(path) for path in stale):
+            assert set(stale) <= set(found.cgroups) and "cgroups of dead hosts" in found.describe()
+            assert check.status == "warning" and check.fix.startswith("sandvisor doctor --sweep")
         swept = sandvisor("doctor", "--sweep")
         assert swept.returncode == 0, swept.stderr
         assert not any(os.path.exists(path) for path in stale)
