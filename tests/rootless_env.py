@@ -5,7 +5,8 @@
 environment it can run (outside ``/root``, whose 0700 hides the project's own venv and
 pyenv interpreters: ``/usr/bin/python3`` with the project's dependencies, built once and
 cached under `CACHE` by the hash of what it holds), and a copy of the checkout it can
-read (`SOURCE_PARTS`, put first on its ``PYTHONPATH``). Then:
+read (`SOURCE_PARTS`, put first on its ``PYTHONPATH``; with the real MCP test servers
+where ``scripts/setup`` installed them, `ensure_mcp_python`). Then:
 
 - `delegate(setup)`: the cgroups this user gets, as a machine would give them: ``"v1"``
   a subtree per v1 hierarchy (``sandvisor doctor --delegate USER --apply``: the command
@@ -47,7 +48,9 @@ CACHE = Path("/var/tmp/sandvisor-rootless")
 #: The interpreter the user runs: the system's (an interpreter under /root is hidden).
 PYTHON = "/usr/bin/python3"
 #: What of the checkout the user's copy holds.
-SOURCE_PARTS = ("sandbox", "supervisor", "worker_runtime", "tests", "pyproject.toml")
+SOURCE_PARTS = ("sandbox", "supervisor", "worker_runtime", "tests", "scripts", "pyproject.toml")
+#: The real MCP servers of the tests (``scripts/mcp-test-servers``), where they are installed.
+MCP_SERVERS = ROOT / ".cache" / "mcp-servers"
 #: Test tools the user's venv adds to the project's dependencies.
 TEST_TOOLS = ("pytest>=8", "pytest-trio>=0.8", "pytest-timeout>=2.3", "hypothesis>=6.100")
 MARK = "sandvisor rootless test user"
@@ -99,7 +102,24 @@ def ensure_venv() -> Path:
     if newer.strip() != "True":
         raise RootlessSetupError(f"{PYTHON} is {version}: sandvisor needs Python >= 3.11")
     key = hashlib.sha256("\n".join([version, *requirements()]).encode()).hexdigest()[:16]
-    venv = CACHE / f"venv-{key}"
+    return _cached_venv(f"venv-{key}", requirements())
+
+
+def ensure_mcp_python() -> Path:
+    """A venv of the system python with the MCP test servers' Python side (the pins of
+    ``tests/mcp/servers/requirements.txt``: mcp-server-time and the SDK the hostile server
+    runs on), for the user's copy of ``.cache/mcp-servers`` (the checkout's own is made
+    from an interpreter the user may not reach); cached by the pins' stamp."""
+    stamp = (MCP_SERVERS / "stamp").read_text().strip()
+    pins = str(ROOT / "tests/mcp/servers/requirements.txt")
+    return _cached_venv(f"mcp-py-{stamp}", ["--only-binary", ":all:", "-r", pins])
+
+
+def _cached_venv(name: str, pip_args: Sequence[str]) -> Path:
+    """The venv ``name`` under `CACHE`: the system python's, with ``pip install
+    pip_args``; built once (under a lock: several test processes may want it at once),
+    world-readable."""
+    venv = CACHE / name
     CACHE.mkdir(mode=0o755, exist_ok=True)
     os.chmod(CACHE, 0o755)
     with open(CACHE / ".lock", "w") as lock:
@@ -109,7 +129,7 @@ def ensure_venv() -> Path:
         shutil.rmtree(venv, ignore_errors=True)
         _ensure_venv_module()
         _run([PYTHON, "-m", "venv", str(venv)])
-        _run([str(venv / "bin/python"), "-m", "pip", "install", "-q", *requirements()])
+        _run([str(venv / "bin/python"), "-m", "pip", "install", "-q", *pip_args])
         _run(["chmod", "-R", "go+rX", str(venv)])
         (venv / "ready").touch()
     return venv
@@ -173,6 +193,12 @@ class RootlessUser:
                 shutil.copytree(path, self.src / part, ignore=ignore)
             else:
                 shutil.copy2(path, self.src / part)
+        if (MCP_SERVERS / "stamp").exists():  # the MCP tests find them installed
+            servers = self.src / ".cache" / "mcp-servers"
+            servers.mkdir(parents=True)
+            shutil.copytree(MCP_SERVERS / "npm", servers / "npm", symlinks=True)
+            shutil.copytree(ensure_mcp_python(), servers / "py", symlinks=True)
+            shutil.copy2(MCP_SERVERS / "stamp", servers / "stamp")
         # workers run from read-only binds, where Python cannot cache bytecode
         _run([PYTHON, "-m", "compileall", "-q", str(self.src / "worker_runtime")])
         _run(["chown", "-R", f"{self.uid}:{self.gid}", str(self.src)])

@@ -2,10 +2,11 @@
 run by a throwaway user in each set-up a machine can give it (`rootless_env`):
 
 - ``v1``: cgroup v1 subtrees delegated by ``sandvisor doctor --delegate USER --apply``;
-  the escape suite's rows, the rest of the sandbox tests, and the supervisor's three
-  hosts and the commands;
-- ``v2``: a delegated cgroup v2 (skipped, saying why, where cgroup v2 has no controllers
-  to give: a hybrid machine);
+  the escape suite's rows, the rest of the sandbox tests (the network allowlist's proxy
+  among them), the supervisor's three hosts, tool groups (their binds, secrets and
+  network) and the commands, and MCP servers as workers and behind ``mcp --server``;
+- ``v2``: a delegated cgroup v2, the same runs (skipped, saying why, where cgroup v2 has
+  no controllers to give: a hybrid machine);
 - ``none``: nothing delegated: every command refuses the default policy in one line, and
   with per-process limits the sandboxes run, the fork and memory bombs stay contained,
   the host still forks, and nothing survives a kill or the host's death.
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from rootless_env import MCP_SERVERS as MCP_SERVERS_CACHE
 from rootless_env import RootlessUser, Setup
 
 pytestmark = [pytest.mark.root_only, pytest.mark.bwrap, pytest.mark.timeout(1200)]
@@ -47,15 +49,19 @@ SANDBOX_MODULES = [
         "pyworker",
         "spawn",
     )
-] + ["tests/rootless/test_rootless_mode.py"]
+] + ["tests/sandbox/test_netproxy_sandbox.py", "tests/rootless/test_rootless_mode.py"]
 HOSTS_AND_COMMANDS = [
     "tests/workers/test_invoke.py",
+    "tests/workers/test_group.py",
     "tests/hosting/test_sync_host.py",
     "tests/hosting/test_asyncio_host.py",
     "tests/commands/test_cli.py",
     "tests/commands/test_serve.py::test_a_client_with_nothing_but_the_standard_library",
     "tests/commands/test_mcp_server.py::test_tools_scripts_discovery_and_progress",
 ]
+#: MCP servers as workers, through the library and `sandvisor mcp --server` (the real servers
+#: of ``scripts/mcp-test-servers``, copied for the user where they are installed).
+MCP_SERVERS = ["tests/mcp/test_mcp_servers.py", "tests/mcp/test_mcp_proxy.py"]
 #: Without a cgroup: what runs, and what must not (a skip would hide it: none is allowed).
 NONE = [
     f"{SANDBOX}test_sandbox_limits.py",
@@ -88,6 +94,14 @@ def passes(user: RootlessUser, selection: list[str], **kwargs: object) -> None:
     assert " passed" in done.stdout, tail
 
 
+def mcp_user(rootless_user: RootlessUserFactory, setup: Setup) -> RootlessUser:
+    """The user of ``setup``, where the MCP test servers are installed (for root's own MCP
+    tests too: ``scripts/setup`` installs them where npm is)."""
+    if not (MCP_SERVERS_CACHE / "stamp").exists():
+        pytest.skip(f"the MCP test servers are not installed in {MCP_SERVERS_CACHE}: scripts/setup")
+    return rootless_user(setup)
+
+
 def test_v1_escape_rows(rootless_user: RootlessUserFactory) -> None:
     passes(rootless_user("v1"), ESCAPE_ROWS)
 
@@ -100,8 +114,16 @@ def test_v1_hosts_and_commands(rootless_user: RootlessUserFactory) -> None:
     passes(rootless_user("v1"), HOSTS_AND_COMMANDS)
 
 
+def test_v1_mcp_servers(rootless_user: RootlessUserFactory) -> None:
+    passes(mcp_user(rootless_user, "v1"), MCP_SERVERS)
+
+
 def test_v2(rootless_user: RootlessUserFactory) -> None:
     passes(rootless_user("v2"), [*ESCAPE_ROWS, *SANDBOX_MODULES])
+
+
+def test_v2_hosts_commands_and_mcp_servers(rootless_user: RootlessUserFactory) -> None:
+    passes(mcp_user(rootless_user, "v2"), [*HOSTS_AND_COMMANDS, *MCP_SERVERS])
 
 
 def test_none(rootless_user: RootlessUserFactory) -> None:
