@@ -137,6 +137,7 @@ signal.pause()
         assert started(sandbox, 52)  # 50 plus bwrap and its init
         sandbox.kill("teardown")
         sandbox.wait(10)
+        sandbox.cleanup()  # the teardown: bwrap reaped, the namespace's init gone too
         assert sandbox.survivors() == [] and watch.processes() == []
 
 
