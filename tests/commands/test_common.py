@@ -131,10 +131,11 @@ def test_a_bad_file_is_one_line_naming_the_key(tmp_path: Path, command: str) -> 
     )
 
 
-def test_the_file_or_the_one_group_options_not_both(config: Path) -> None:
-    done = sandvisor("script", "--config", str(config), "--pool-size", "3", "-c", "true")
+@pytest.mark.parametrize("option", [["--pool-size", "3"], ["--per-process-limits"]])
+def test_the_file_or_the_one_group_options_not_both(config: Path, option: list[str]) -> None:
+    done = sandvisor("script", "--config", str(config), *option, "-c", "true")
     assert done.returncode == 2
     assert done.stderr == (
-        "sandvisor script: --config names the groups; --pool-size cannot go with it "
+        f"sandvisor script: --config names the groups; {option[0]} cannot go with it "
         "(set them in the file)\n"
     )
