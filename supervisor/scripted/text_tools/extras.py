@@ -351,7 +351,7 @@ def fold(args: list[str], stdin: str | None) -> CommandResult:
         return CommandResult("", "", 0)
     out = bytearray()
     for raw in data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n"):
-        spend(len(raw) // 8 + 1)
+        spend()
         out += _fold_line(raw, width, by_bytes, spaces)
         out += b"\n"
     if data and not data.endswith(b"\n"):
@@ -371,11 +371,30 @@ def _column(col: int, byte: int, by_bytes: bool) -> int:
     return col + 1
 
 
+#: bytes that are not one column wide (tab, backspace, carriage return)
+_SPECIAL_COLUMNS = re.compile(b"[\t\b\r]")
+#: how many bytes of a line are folded between two looks at the clock
+_FOLD_SLICE = 1 << 16
+
+
 def _fold_line(line: bytes, width: int, by_bytes: bool, spaces: bool) -> bytes:
+    if not spaces and (by_bytes or _SPECIAL_COLUMNS.search(line) is None):
+        if len(line) <= width:
+            return line
+        # every byte is a column: pieces of ``width`` bytes, a slice of the line at a time
+        step = max(width, _FOLD_SLICE - _FOLD_SLICE % width)
+        pieces = []
+        for start in range(0, len(line), step):
+            spend(step // 16)
+            chunk = line[start : start + step]
+            pieces.append(b"\n".join(chunk[i : i + width] for i in range(0, len(chunk), width)))
+        return b"\n".join(pieces)
     out = bytearray()
     current = bytearray()
     col = 0
-    for byte in line:
+    for at, byte in enumerate(line):
+        if not at & 1023:
+            spend(256)
         new_col = _column(col, byte, by_bytes)
         if new_col > width and current:
             if spaces:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ..budget import spend
 from ..safe_regex import MatchLike, PatternError, SafePattern, compile_pattern
 from ..sized_cache import sized_cache
 
@@ -403,13 +404,15 @@ Regex = re.Pattern[str] | SafePattern
 
 
 def finditer(regex: Regex, text: str) -> Iterator[MatchLike]:
-    """``re.finditer`` for any ``Regex`` (empty matches step one character on)."""
+    """``re.finditer`` for any ``Regex`` (empty matches step one character on); each
+    match spends fuel (a million of them in one text take seconds)."""
     pos = 0
     n = len(text)
     while pos <= n:
         m = regex.search(text, pos)
         if m is None:
             return
+        spend()
         yield m
         start, end = m.span()
         pos = end if end > start else end + 1

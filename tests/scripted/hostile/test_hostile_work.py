@@ -89,14 +89,31 @@ LOOPS = [
     ),
     Case("awk endless loop", "echo | awk '{ while (1) n++ }'", TIMEOUT, 1),
     Case(
-        "sort of 1.5 MB",
-        BIG + "echo ${x:0:1500000} | fold -w 3 | sort | uniq -c | wc -l",
+        "sort of 900 KB",
+        BIG + "echo ${x:0:900000} | fold -w 3 | sort | uniq -c | wc -l",
         "1",
         0,
         timeout=5.0,
     ),
     Case("uniq -f huge", "yes 'a b c' | head -n 100000 | uniq -f 999999999 | wc -l", "1", 0),
     Case("jq endless", "jq -n 'def f: f; f'; echo status=$?", "status=5", 0),
+    Case("awk gsub on 8 MB", BIG + "echo $x | awk '{ n = gsub(/a/, \"b\"); print n }'", TIMEOUT, 1),
+    Case(
+        "awk split into millions",
+        'echo | awk \'{ s = sprintf("%3000000s", ""); gsub(/ /, "a,", s); '
+        'print split(s, parts, ",") }\'',
+        TIMEOUT,
+        1,
+    ),
+    Case("tr -s of an 8 MB run", BIG + "echo $x | tr -s a | wc -c", "2\n", 0),
+    Case("fold -w 1 of 8 MB", BIG + "echo $x | fold -w 1 | wc -l", TIMEOUT, 1),
+    Case("fold -s of 8 MB", BIG + "echo $x | fold -s -w 1 | wc -l", TIMEOUT, 1),
+    Case(
+        "printf of 100,000 arguments, again and again",
+        "y=$(seq 100000); while :; do printf '%s\\n' $y | wc -l; done",
+        TIMEOUT,
+        1,
+    ),
 ]
 
 PARSE = [

@@ -16,6 +16,7 @@ import time
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from ...budget import spend
 from ...integers import decimal64
 from ...syntax.word_parser import decode_ansi_c
 from ..param_ops import quote_printf
@@ -335,6 +336,7 @@ def format_printf(sh: Interpreter, fmt: str, args: list[str]) -> tuple[str, bool
             start_i = a.i
             pos = 0
             for m in _SPEC.finditer(fmt):
+                spend()
                 out.append(fmt[pos : m.start()])
                 pos = m.end()
                 flags, width_s, prec_s, spec = m.group(1), m.group(2), m.group(3), m.group(4)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ...budget import spend
 from .. import cformat
 from ..posix_regex import MatchLike, Regex, finditer
 from .runtime import Array, AwkFatal, Runtime
@@ -134,6 +135,7 @@ def substitute(
         m = regex.search(text, pos)
         if m is None:
             break
+        spend()
         start, end = m.span()
         if start == end and start == prev_end:
             if start >= n:

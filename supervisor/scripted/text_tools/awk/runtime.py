@@ -93,6 +93,7 @@ class Runtime:
             raise AwkFatal(f"loop iteration limit ({MAX_LOOP_ITERATIONS}) exceeded")
 
     def new_element(self) -> None:
+        spend()
         self.elements += 1
         if self.elements > MAX_ARRAY_ELEMENTS:
             raise AwkFatal(f"array element limit ({MAX_ARRAY_ELEMENTS}) exceeded")
