@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -39,19 +40,32 @@ def resident_bytes() -> int:
     """This process's resident memory (``/proc/self/statm``, kept open; 0 where there is
     none)."""
     try:
-        if _statm[0] < 0:
-            _statm[0] = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-        return int(os.pread(_statm[0], 128, 0).split()[1]) * _PAGE
+        fd = _statm[0]
+        if fd < 0:
+            fd = _open_statm()
+        return int(os.pread(fd, 128, 0).split()[1]) * _PAGE
     except (OSError, IndexError, ValueError):
         return 0
 
 
+def _open_statm() -> int:
+    """Open it once: two threads that both found it closed keep one fd, not two."""
+    with _statm_lock:
+        if _statm[0] < 0:
+            _statm[0] = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        return _statm[0]
+
+
 #: the open /proc/self/statm (-1: not yet); a forked child opens its own
 _statm = [-1]
+_statm_lock = threading.Lock()
 
 
 def _forget_statm() -> None:
-    """In a forked child: the inherited fd reads the parent's numbers."""
+    """In a forked child: the inherited fd reads the parent's numbers. (A lock held by
+    another thread at the fork stays held in the child: it gets a new one.)"""
+    global _statm_lock
+    _statm_lock = threading.Lock()
     if _statm[0] >= 0:
         with contextlib.suppress(OSError):
             os.close(_statm[0])

@@ -138,17 +138,24 @@ async def start_child(memory_bytes: int) -> ScriptChild:
     The wait for the spawner is a poll on a timer, not a wake-up from its thread: a
     wake-up through the event loop's self-pipe was once lost in CI and left an execution
     waiting forever. A cancelled wait leaves nothing behind: the child, once started, is
-    killed and reaped."""
+    killed and reaped. A start that takes longer than ``START_TIMEOUT`` or fails (no fds,
+    no processes left) is a `ChildGone`, which the execution answers as an error."""
     future = host_spawner().submit(lambda: _start(memory_bytes))
     delay = _SPAWN_POLL
     try:
-        while not future.done():
-            await anyio.sleep(delay)
-            delay = min(delay * 2, _SPAWN_POLL_MAX)
+        with anyio.move_on_after(START_TIMEOUT):
+            while not future.done():
+                await anyio.sleep(delay)
+                delay = min(delay * 2, _SPAWN_POLL_MAX)
+        if not future.done():
+            raise ChildGone(f"the script's process did not start within {START_TIMEOUT:g} s")
     except BaseException:
         future.add_done_callback(_shut_started)
         raise
-    return ScriptChild(future.result())
+    try:
+        return ScriptChild(future.result())
+    except OSError as exc:
+        raise ChildGone(f"the script's process could not start ({exc})") from None
 
 
 def _shut_started(future: concurrent.futures.Future[_Started]) -> None:
@@ -181,6 +188,8 @@ class ScriptChild:
         self._shut()
 
     def diagnostics(self) -> str:
+        if not self._shut.alive:  # closed: the fd number may be another file's by now
+            return ""
         with contextlib.suppress(OSError):
             return os.read(self._diag_r, _DIAGNOSTICS).decode("utf-8", "replace").strip()
         return ""
@@ -335,7 +344,10 @@ class ScriptPool:
             if request.request_timeout_seconds is None
             else start + request.request_timeout_seconds
         )
-        child = await self._take()
+        try:
+            child = await self._take()
+        except ChildGone as exc:
+            return abort_result(f"execution error: {exc.message}")
         clean = False
         try:
             if not child.ready:

@@ -189,3 +189,10 @@ async def test_a_start_cancelled_while_the_child_is_forked_leaves_no_child(
     assert wait_until(lambda: set(script_children()) <= before)
     await pool.warm()  # the pool starts children as before
     assert len(pool.children()) == 1
+
+
+async def test_a_closed_pool_gives_a_clean_error(pool: ScriptPool) -> None:
+    st = tool(pool)
+    pool.close()
+    result = await st.execute("echo x")
+    assert (result.exit_code, result.error) == (1, "execution error: the script pool is closed")

@@ -183,9 +183,9 @@ class JqEngine:
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self.kill()
-            code = self.proc.returncode
-        notes = self._diagnostics()
+            self.stop()
+            code = self.proc.wait()
+        notes = self._diagnostics()  # before kill closes the fd
         self.kill()
         if not self.ready:
             detail = notes.strip().splitlines()[-1:] or [_how(code)]
@@ -195,6 +195,8 @@ class JqEngine:
         return EngineFailure(died_message(_how(code)))
 
     def _diagnostics(self) -> str:
+        if self.closed:  # the fd number may be another file's by now
+            return ""
         with contextlib.suppress(OSError):
             return os.read(self._diag_r, _DIAGNOSTICS).decode("utf-8", "replace")
         return ""
