@@ -30,14 +30,6 @@ class SizedCache:
         self.bytes = 0
         self.lock = threading.Lock()
 
-    def get(self, key: Any) -> tuple[bool, Any]:
-        with self.lock:
-            found = self.entries.get(key)
-            if found is None:
-                return False, None
-            self.entries.move_to_end(key)
-            return True, found[0]
-
     def put(self, key: Any, value: Any, size: int) -> None:
         with self.lock:
             if key in self.entries:
@@ -62,6 +54,11 @@ def sized_cache(max_entries: int, max_bytes: int) -> Callable[[Callable[P, R]], 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         store = SizedCache(max_entries, max_bytes)
         largest = max_bytes // 8
+        # A hit takes no lock: the OrderedDict's get and move_to_end are single C calls
+        # (atomic under the GIL); an entry evicted between them is simply not moved. A
+        # hit costs about 1 us instead of 2.4 with the lock (the compile caches are hit by
+        # every command that has a pattern).
+        find, renew = store.entries.get, store.entries.move_to_end
 
         @wraps(fn)
         def cached(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -69,9 +66,13 @@ def sized_cache(max_entries: int, max_bytes: int) -> Callable[[Callable[P, R]], 
             if size > largest:
                 return fn(*args, **kwargs)
             key = (args, tuple(sorted(kwargs.items()))) if kwargs else args
-            hit, value = store.get(key)
-            if hit:
-                return value  # type: ignore[no-any-return]
+            found = find(key)
+            if found is not None:
+                try:  # noqa: SIM105 (cheaper than suppress on this hot path)
+                    renew(key)
+                except KeyError:
+                    pass
+                return found[0]  # type: ignore[no-any-return]
             result = fn(*args, **kwargs)
             store.put(key, result, size + 64)
             return result
