@@ -92,15 +92,18 @@ class Budget:
     executions at once the growth is theirs together (it fails closed); a child process
     of a ``ScriptPool`` runs one at a time."""
 
-    __slots__ = ("base", "check_time", "held", "limit", "stop_at")
+    __slots__ = ("base", "check_time", "expire", "held", "limit", "stop_at")
 
     def __init__(
         self,
         check_time: Callable[[], None],
         limit: int,
         stop_at: Callable[[], float] = lambda: float("inf"),
+        expire: Callable[[], None] | None = None,
     ) -> None:
         self.check_time = check_time
+        #: raises now what the deadline will raise (a step that cannot end before it)
+        self.expire = expire or check_time
         self.limit = limit
         self.held = 0
         #: when the execution stops (``time.monotonic``), for a wait that takes a timeout
@@ -155,6 +158,14 @@ def check_time() -> None:
     budget = current_budget.get()
     if budget is not None:
         budget.check_time()
+
+
+def expire() -> None:
+    """Raise now what the current execution's deadline will raise: for a step that
+    cannot be interrupted and would not end before it. Nothing outside an execution."""
+    budget = current_budget.get()
+    if budget is not None:
+        budget.expire()
 
 
 def seconds_left() -> float | None:

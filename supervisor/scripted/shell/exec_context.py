@@ -95,6 +95,14 @@ class ExecContext:
         if time.monotonic() >= self.stop_at:
             self.out_of_time()
 
+    def expire(self) -> None:
+        """Raise what the first deadline will raise when it comes (``budget.expire``)."""
+        if self.request_deadline is not None and (
+            self.deadline is None or self.request_deadline <= self.deadline
+        ):
+            raise RequestTimeout()
+        raise LimitExceeded(f"execution timeout ({duration_debug(self.timeout_seconds)})")
+
     def out_of_time(self) -> None:
         now = time.monotonic()
         if self.request_deadline is not None and now >= self.request_deadline:

@@ -165,7 +165,7 @@ async def _run_script(request: ScriptRequest) -> ExecResult:
         BUILTINS,
         grace(limits.timeout_seconds),
     )
-    budget = Budget(ctx.check_time, limits.max_memory_bytes, lambda: ctx.stop_at)
+    budget = Budget(ctx.check_time, limits.max_memory_bytes, lambda: ctx.stop_at, ctx.expire)
     budget_token = current_budget.set(budget)  # parsing spends fuel under the deadline
     try:
         program = parse(script, limits.max_ast_depth, limits.max_parser_operations)

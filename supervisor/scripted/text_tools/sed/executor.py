@@ -201,6 +201,8 @@ class _Machine:
         assert cmd.replacement is not None
         rx = self.regex(cmd.regex)
         text = self.pattern
+        if len(text) > 1024:  # each substitution copies the pattern space
+            spend(len(text) >> 10)
         replacement = cmd.replacement
         if cmd.occurrence == 1 and isinstance(rx, re.Pattern):
             # The common cases, at C speed: the first match, or all of them when the
