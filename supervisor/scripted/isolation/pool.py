@@ -251,6 +251,7 @@ class ScriptPool:
         self._busy: set[ScriptChild] = set()
         self._reapers: set[threading.Thread] = set()
         self._closed = False
+        _import_host_side()
 
     # ------------------------------------------------------------------ children
 
@@ -459,6 +460,16 @@ async def _wait_ready(child: ScriptChild) -> None:
         child.ready = True
         return
     raise ChildGone(f"the script's process did not start within {START_TIMEOUT:g} s")
+
+
+def _import_host_side() -> None:
+    """Import now what the host's side of an execution imports on first use (the
+    interpreter's result helpers, the text tools' table of ``ScriptedTool``): a second
+    of imports on a loaded machine, which a service's first script would otherwise spend
+    on its event loop, unanswered pings included."""
+    from .. import tool_commands  # noqa: F401
+    from ..shell import execution  # noqa: F401
+    from ..text_tools import TEXT_COMMANDS  # noqa: F401
 
 
 _default: ScriptPool | None = None
