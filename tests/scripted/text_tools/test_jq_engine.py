@@ -145,7 +145,7 @@ async def test_hostile_filters_stop_and_the_event_loop_keeps_ticking(program: st
     assert result.stderr.startswith((TIMEOUT, MEMORY)), result.stderr
     assert elapsed < 5
     # A blocked loop ticks not at all; a free one about every 10 ms of the run.
-    assert ticks >= 20, ticks
+    assert ticks >= 10, ticks  # a loop held by the filter ticks once at most
 
 
 async def test_the_engine_reports_its_execution_timeout_after_a_stopped_filter() -> None:
@@ -158,7 +158,7 @@ def test_hostile_filter_on_asyncio_leaves_the_loop_free() -> None:
     script = "jq -n 'def f: f; f'"
     result, _, ticks = anyio.run(_run_with_ticker, script, 1.0, backend="asyncio")
     assert result.stderr.startswith(TIMEOUT)
-    assert ticks >= 20, ticks
+    assert ticks >= 10, ticks  # a loop held by the filter ticks once at most
 
 
 def test_a_request_timeout_cancels_the_call_and_kills_the_child() -> None:
