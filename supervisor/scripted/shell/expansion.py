@@ -31,7 +31,17 @@ from .param_ops import (
     transform,
 )
 from .patterns import quote_pattern, remove_prefix, remove_suffix, replace
-from .state import ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER, Variables
+from .state import (
+    ASSOC,
+    EXPORT,
+    INTEGER,
+    LOWER,
+    NAMEREF,
+    READONLY,
+    UPPER,
+    Variables,
+    assoc_items,
+)
 
 FIELDS, STRING, PATTERN, REGEX = 0, 1, 2, 3
 #: the most fields one word may split into (the peer's word-split limit)
@@ -684,7 +694,7 @@ class Expander(Variables):
         val = v.value
         if whole and type(val) is dict:
             if v.attrs & ASSOC:  # bash ends an associative array's pairs with a space
-                return "".join(f"{k} {quote_double(x)} " for k, x in val.items())
+                return "".join(f"{k} {quote_double(x)} " for k, x in assoc_items(val))
             return " ".join(f"{k} {quote_double(x)}" for k, x in sorted(val.items()))
         return quote_single(value or "")
 

@@ -10,7 +10,18 @@ import re
 
 from ..syntax.word_parser import decode_ansi_c
 from .patterns import fnmatch
-from .state import ARRAY, ASSOC, EXPORT, INTEGER, LOWER, NAMEREF, READONLY, UPPER, Var
+from .state import (
+    ARRAY,
+    ASSOC,
+    EXPORT,
+    INTEGER,
+    LOWER,
+    NAMEREF,
+    READONLY,
+    UPPER,
+    Var,
+    assoc_items,
+)
 
 #: control characters: a value holding one is quoted ``$'...'``
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
@@ -144,7 +155,9 @@ def format_declare(name: str, v: Var) -> str:
         return f"declare {flags} {name}"
     if type(val) is dict:
         if v.attrs & ASSOC:
-            body = "".join(f"[{_assoc_key(str(k))}]={quote_double(x)} " for k, x in val.items())
+            body = "".join(
+                f"[{_assoc_key(str(k))}]={quote_double(x)} " for k, x in assoc_items(val)
+            )
         else:
             body = " ".join(f"[{k}]={quote_double(x)}" for k, x in sorted(val.items()))
         return f"declare {flags} {name}=({body})"

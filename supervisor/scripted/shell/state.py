@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import lru_cache
 from itertools import count
 from typing import Any
 
@@ -60,6 +61,43 @@ class Var:
 def sorted_items(d: dict[int, str]) -> list[tuple[int, str]]:
     """Items of an indexed array in index order (O(n) when already ordered)."""
     return sorted(d.items())
+
+
+@lru_cache(maxsize=8192)
+def _bash_hash(key: str) -> int:
+    """bash's ``hash_string`` (FNV-1, 32 bits, over the bytes as signed chars)."""
+    h = 2166136261
+    for b in key.encode("utf-8", "surrogateescape"):
+        h = (h * 16777619) & 0xFFFFFFFF
+        h ^= b if b < 128 else b | 0xFFFFFF00
+    return h
+
+
+def bash_order(keys: list[str]) -> list[str]:
+    """An associative array's keys in the order bash lists them, from the insertion order
+    (a dict's): bash's hash table has 1024 buckets, grows 4x when it holds 2 entries per
+    bucket, puts a new entry at the head of its bucket and walks the buckets in order."""
+    n = len(keys)
+    if n < 2:
+        return keys
+    if n <= 2048:  # no growth yet
+        return [keys[i] for i in sorted(range(n), key=lambda i: (_bash_hash(keys[i]) & 1023, -i))]
+    size = 1024
+    table: dict[int, list[str]] = {}  # bucket -> entries, the head last
+    for entries, key in enumerate(keys):
+        if entries >= size * 2:
+            size *= 4
+            old, table = table, {}
+            for bucket in sorted(old):
+                for item in reversed(old[bucket]):
+                    table.setdefault(_bash_hash(item) & (size - 1), []).append(item)
+        table.setdefault(_bash_hash(key) & (size - 1), []).append(key)
+    return [key for bucket in sorted(table) for key in reversed(table[bucket])]
+
+
+def assoc_items(d: dict[str, str]) -> list[tuple[str, str]]:
+    """An associative array's items in bash's order (``bash_order``)."""
+    return [(k, d[k]) for k in bash_order(list(d))]
 
 
 class Variables(ArithEnv):
@@ -146,7 +184,7 @@ class Variables(ArithEnv):
         val = v.value
         if type(val) is dict:
             if v.attrs & ASSOC:
-                return list(val.values())
+                return [x for _, x in assoc_items(val)]
             return [x for _, x in sorted_items(val)]
         return [] if val is None else [val]  # type: ignore[list-item]
 
@@ -157,7 +195,7 @@ class Variables(ArithEnv):
         val = v.value
         if type(val) is dict:
             if v.attrs & ASSOC:
-                return list(val)
+                return bash_order(list(val))
             return [str(k) for k in sorted(val)]
         return [] if val is None else ["0"]
 
