@@ -43,7 +43,10 @@ from .state import (
     assoc_items,
 )
 
-FIELDS, STRING, PATTERN, REGEX = 0, 1, 2, 3
+FIELDS, STRING, PATTERN, REGEX, REPLACEMENT = 0, 1, 2, 3, 4
+#: in an expanded value used as a ``${x/p/r}`` replacement, bash reads ``\&`` as ``&`` and
+#: ``\\`` as ``\`` and keeps any other backslash: escape those for ``_replacement``
+_KEEP_BACKSLASH = re.compile(r"\\(?![&\\])")
 #: the most fields one word may split into (the peer's word-split limit)
 MAX_FIELDS = 100_000
 PROCESS_SUBSTITUTION = "execution error: bash: process substitution disabled"
@@ -93,7 +96,7 @@ class FieldBuilder:
     def quoted(self, text: str) -> None:
         self.grow(len(text))
         mode = self.mode
-        if mode == PATTERN:
+        if mode in (PATTERN, REPLACEMENT):
             text = quote_pattern(text)
         elif mode == REGEX:
             text = re.escape(text)
@@ -109,6 +112,8 @@ class FieldBuilder:
     def expanded(self, text: str) -> None:
         """Unquoted expansion output: subject to IFS splitting in field mode."""
         self.grow(len(text))
+        if self.mode == REPLACEMENT and "\\" in text:
+            text = _KEEP_BACKSLASH.sub(r"\\\\", text)
         if not self.split:
             if text:
                 self.cur.append(text)
@@ -631,7 +636,7 @@ class Expander(Variables):
         """The replacement of ``${x/p/r}``: an unquoted ``&`` stands for the match."""
         if word is None:
             return lambda m: ""
-        b = FieldBuilder(PATTERN, None, self.limits.max_value_bytes)
+        b = FieldBuilder(REPLACEMENT, None, self.limits.max_value_bytes)
         await self.expand_parts(word.parts, False, b)
         text = b.text()
         if "&" not in text and "\\" not in text:
