@@ -7,7 +7,9 @@ task group (background jobs) and a cancel scope whose deadline is the execution 
 first; CPU-bound scripts are stopped by the clock checks in the interpreter. Nothing a
 script does makes this function raise.
 
-Differential cases: ``cases_scripts.txt``, ``cases_errors.txt``, ``cases_fidelity.txt``.
+Differential cases: ``cases_scripts.txt``, ``cases_errors.txt``, ``cases_fidelity.txt``,
+``cases_realistic_jq.txt``, ``cases_realistic_text.txt``, ``cases_realistic_shell.txt``,
+``cases_realistic_orchestration.txt``, ``cases_realistic_misc.txt``.
 """
 
 from __future__ import annotations

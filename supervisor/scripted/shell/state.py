@@ -12,6 +12,7 @@ Differential cases: ``cases_variables.txt``, ``cases_arrays.txt``,
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from functools import lru_cache
@@ -113,6 +114,7 @@ class Variables(ArithEnv):
     start_time: float
     start_epoch: float
     random_state: int
+    random_last: int
 
     def init_variables(self) -> None:
         self.vars = {}
@@ -125,6 +127,7 @@ class Variables(ArithEnv):
         self.start_time = time.monotonic()
         self.start_epoch = time.time()
         self.random_state = 12345
+        self.random_last = 0
 
     # ----------------------------------------------------------------- reading
 
@@ -504,16 +507,26 @@ class Variables(ArithEnv):
 
 
 def _random(sh: Variables) -> str:
-    # a deterministic LCG like bash's: scripts get varied but reproducible numbers
-    sh.random_state = (sh.random_state * 1103515245 + 12345) & 0x7FFFFFFF
-    return str((sh.random_state >> 16) & 0x7FFF)
+    """bash 5.2's ``$RANDOM``: the Park-Miller minimal standard generator, its two halves
+    folded to 15 bits, never the same value twice in a row, so ``RANDOM=n`` gives bash's
+    sequence (unseeded, bash starts from the time and its pid; we from a fixed seed)."""
+    while True:
+        seed = sh.random_state or 123459876
+        hi, lo = divmod(seed, 127773)
+        t = 16807 * lo - 2836 * hi
+        sh.random_state = t + 0x7FFFFFFF if t < 0 else t
+        value = ((sh.random_state >> 16) ^ (sh.random_state & 0xFFFF)) & 0x7FFF
+        if value != sh.random_last:
+            sh.random_last = value
+            return str(value)
 
 
 def _seed_random(sh: Variables, value: str) -> None:
-    try:
-        sh.random_state = int(value) & 0x7FFFFFFF
-    except ValueError:
-        sh.random_state = 0
+    """``RANDOM=n``: bash's ``strtoul(n) & 0xffffffff`` (junk reads as 0)."""
+    m = re.match(r"\s*([-+]?)(\d+)", value)
+    number = 0 if m is None else int(m.group(2)) * (-1 if m.group(1) == "-" else 1)
+    sh.random_state = number & 0xFFFFFFFF
+    sh.random_last = 0
 
 
 def _seconds(sh: Variables) -> str:

@@ -18,7 +18,7 @@ CORE = sorted(
     for p in (SCRIPTED / room).rglob("*.py")
     if p.name != "__init__.py"
 )
-_LINE = re.compile(r"^Differential cases: (.+)$", re.MULTILINE)
+_LINE = re.compile(r"^Differential cases: (.+(?:\n.+)*)", re.MULTILINE)  # to the blank line
 _NAME = re.compile(r"cases_\w+\.txt")
 
 
