@@ -527,7 +527,7 @@ class Expander(Variables):
             repl = await self._replacement(p.arg2)
             limit = self.limits.max_value_bytes
             out = [replace(x, pattern, repl, op, self.pattern_flags, limit) for x in items]
-        elif op in ("^", "^^", ",", ",,"):
+        elif op in ("^", "^^", ",", ",,", "~", "~~"):
             case_pattern = await self.expand_pattern(p.arg) if p.arg and p.arg.parts else None
             out = [convert_case(x, op, case_pattern, self.pattern_flags) for x in items]
         elif op == "@A":

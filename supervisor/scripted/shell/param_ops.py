@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from ..case_map import lower, lower_char, toggle, toggle_char, upper, upper_char
 from ..syntax.word_parser import decode_ansi_c
 from .patterns import fnmatch
 from .state import (
@@ -60,23 +61,32 @@ def quote_printf(value: str) -> str:
 
 
 def convert_case(value: str, op: str, pattern: str | None, flags: int = 0) -> str:
-    """``^ ^^ , ,,`` (first char / all chars), restricted to chars matching pattern."""
+    """``^ ^^ , ,, ~ ~~`` (first char / all chars; upper, lower, toggled case),
+    restricted to chars matching pattern."""
     if not value:
         return value
-    upper = op[0] == "^"
+    one, every_char = _CASE_OPS[op[0]]
     every = len(op) == 2
 
     def conv(c: str) -> str:
         if pattern is not None and pattern != "" and not fnmatch(c, pattern, flags):
             return c
-        return c.upper() if upper else c.lower()
+        return one(c)
 
     if every:
         if pattern is None or pattern == "" or pattern == "?":
-            return value.upper() if upper else value.lower()
+            return every_char(value)
         # each distinct character once, then a C-speed translate (a value may be 10 MB)
         return value.translate({ord(c): conv(c) for c in set(value)})
     return conv(value[0]) + value[1:]
+
+
+#: a case operator's first character: (one character, a whole value)
+_CASE_OPS = {
+    "^": (upper_char, upper),
+    ",": (lower_char, lower),
+    "~": (toggle_char, toggle),
+}
 
 
 def substring(value: str, offset: int, length: int | None) -> str:
@@ -115,11 +125,11 @@ def slice_items(items: list[tuple[int, str]], offset: int, length: int | None) -
 def transform(op: str, value: str) -> str:
     """``${x@U}`` and friends on one value (``@Q``/``@A``/``@a``/``@K`` handled by caller)."""
     if op == "@U":
-        return value.upper()
+        return upper(value)
     if op == "@u":
-        return value[:1].upper() + value[1:]
+        return upper(value[:1]) + value[1:]
     if op == "@L":
-        return value.lower()
+        return lower(value)
     if op == "@E":
         return decode_ansi_c(value)
     if op == "@Q":

@@ -20,6 +20,7 @@ from itertools import count
 from typing import Any
 
 from ..budget import spend
+from ..case_map import lower, upper
 from ..errors import ShellError, unbound
 from ..integers import wrap
 from .arithmetic import ArithEnv, ArithError, string_to_int
@@ -232,7 +233,7 @@ class Variables(ArithEnv):
         if attrs & INTEGER:
             value = str(self.arith_text(value))
         if attrs & _CASE:
-            value = value.lower() if attrs & LOWER else value.upper()
+            value = lower(value) if attrs & LOWER else upper(value)
         return value
 
     def assign(self, name: str, value: str, append: bool = False) -> None:

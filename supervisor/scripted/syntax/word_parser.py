@@ -39,8 +39,8 @@ _NAME_CHARS = _NAME_START | frozenset("0123456789")
 _DIGITS = frozenset("0123456789")
 _DQ_ESCAPABLE = frozenset('$`"\\\n')
 _HEREDOC_ESCAPABLE = frozenset("$`\\\n")
-_PARAM_OPS = (":-", ":=", ":?", ":+", "//", "/#", "/%", "##", "%%", "^^", ",,")
-_PARAM_OPS1 = frozenset("-=?+#%/^,:@")
+_PARAM_OPS = (":-", ":=", ":?", ":+", "//", "/#", "/%", "##", "%%", "^^", ",,", "~~")
+_PARAM_OPS1 = frozenset("-=?+#%/^,~:@")
 _TRANSFORMS = frozenset("QEPAKaUuLk")
 
 #: a word with no quoting, expansion, tilde or process substitution
@@ -555,7 +555,7 @@ class WordLexer:
                     arg2 = self._sub_word("}", in_dq, repl=True)
                 self.pos += 1
             else:
-                pattern = op[0] in "#%^,"
+                pattern = op[0] in "#%^,~"
                 literal_sq = in_dq and not pattern
                 arg = self._sub_word("}", in_dq, pattern=pattern, literal_sq=literal_sq)
                 self.pos += 1

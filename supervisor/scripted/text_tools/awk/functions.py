@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...budget import spend
+from ...case_map import lower, upper
 from .. import cformat
 from ..posix_regex import MatchLike, Regex, finditer
 from .runtime import Array, AwkFatal, Runtime
@@ -234,8 +235,8 @@ def compile_builtin(c: Compiler, name: str, args: list[Node]) -> Expr:
     if name in ("tolower", "toupper"):
         s = text(0)
         if name == "tolower":
-            return lambda f: s(f).lower()
-        return lambda f: s(f).upper()
+            return lambda f: lower(s(f))
+        return lambda f: upper(s(f))
     if name == "int":
         x = number(0)
         return lambda f: float(math.trunc(x(f))) if math.isfinite(x(f)) else x(f)

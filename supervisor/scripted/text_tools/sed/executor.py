@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ...budget import spend
+from ...case_map import lower, upper
 from ..common import check_size
 from ..posix_regex import MatchLike, Regex
 from .script import Address, Command, Replacement, SedError
@@ -436,11 +437,11 @@ def _expand(replacement: Replacement, m: MatchLike) -> str:
             continue
         text = str(value) if kind == "lit" else (m.group(int(value)) or "")
         if mode == "L":
-            text = text.lower()
+            text = lower(text)
         elif mode == "U":
-            text = text.upper()
+            text = upper(text)
         if one and text:
-            text = (text[0].lower() if one == "l" else text[0].upper()) + text[1:]
+            text = (lower(text[0]) if one == "l" else upper(text[0])) + text[1:]
             one = ""
         out.append(text)
     return "".join(out)
