@@ -53,6 +53,8 @@ class Converter:
         self.bangs: set[int] = set()  # `!` removed before compound commands
         self.fakes: dict[int, int] = {}  # redirections disguised as assignments
         self.herestrings: set[int] = set()  # byte offsets of `<<<` masked as `<`
+        # byte offset of a `<<` -> the redirections after its delimiter, masked
+        self.heredoc_redirs: dict[int, list[tuple[int, int]]] = {}
         self.data = data
         self.parsed = data  # the text tree-sitter parsed (masked and repaired)
         self.ascii = len(src) == len(data)
@@ -400,7 +402,11 @@ class Converter:
         pipe: list[A.Node],
         rest: list[tuple[str, A.Node]],
     ) -> None:
-        """tree-sitter nests what follows ``<<EOF`` on its line inside the redirect."""
+        """tree-sitter nests what follows ``<<EOF`` on its line inside the redirect
+        (the redirections before a pipe were masked: see ``heredoc_redirs``)."""
+        marker = next(ch for ch in node.children if ch.type in ("<<", "<<-"))
+        for start, end in self.heredoc_redirs.get(marker.start_byte, ()):
+            redirs.append(self.fake_redirect(start, end))
         op = None
         for i, ch in enumerate(node.children):
             field = node.field_name_for_child(i)

@@ -99,6 +99,7 @@ def mask_expansions(
     bangs: set[int] | None = None,
     fakes: dict[int, int] | None = None,
     herestrings: set[int] | None = None,
+    heredoc_redirs: dict[int, list[tuple[int, int]]] | None = None,
 ) -> str:
     """The script with the inside of every ``${...}`` and ``$((...))`` blanked out
     (same UTF-8 length, newlines kept) and every ``[`` command renamed. tree-sitter-bash
@@ -111,9 +112,15 @@ def mask_expansions(
 
     Also masked: a bracket expression whose first member is ``]`` (``[]]``, ``[^]]``,
     ``[!]]``: a case pattern or a regex), an extglob group (``*.@(js|css)``, ``!(x)``),
-    and the ``<<<`` of a here-string on a brace
-    group or subshell (written ``<`` and recorded in ``herestrings``). Comments and
-    here-document bodies are skipped, so an apostrophe in them changes nothing."""
+    the inside of an arithmetic command or ``for ((...))`` but its ``;`` (``(( 10#$x >
+    8 ))``: the converter reads it from the original text), the ``#`` of a base after a
+    digit (``[[ 10#$x -gt 8 ]]``), the ``<<<`` of a here-string on a brace group,
+    subshell, ``for``, ``case`` or ``[[ ]]`` (written ``<`` and recorded in
+    ``herestrings``), and the
+    redirections between a here-document's delimiter and a pipe (``cat <<EOF 2>&1 |
+    wc``: tree-sitter takes the pipe for a word; they are blanked and recorded in
+    ``heredoc_redirs`` under the byte offset of the ``<<``). Comments and here-document
+    bodies are skipped, so an apostrophe in them changes nothing."""
     out = list(script)
     if fakes is not None:
         _mask_assignment_redirects(script, out, fakes)
@@ -152,11 +159,19 @@ def mask_expansions(
             nl = script.find("\n", i)
             i = n if nl < 0 else nl  # a comment
             continue
+        elif c == "#" and script[i - 1].isdigit():
+            out[i] = "_"  # `[[ 10#$x -gt 8 ]]`: a base, which tree-sitter cannot read there
         elif c == "\n" and heredocs:
             i = _skip_heredoc_bodies(script, i + 1, heredocs)
             continue
         elif c == "<" and script.startswith("<<", i) and not script.startswith("<<<", i):
+            start = i
             i = _heredoc_start(script, i + 2, heredocs)
+            piped = _redirects_before_pipe(script, i)
+            if piped and heredoc_redirs is not None:
+                heredoc_redirs[len(script[:start].encode("utf-8", "surrogatepass"))] = piped
+                for s, e in piped:
+                    out[s:e] = " " * (e - s)
             continue
         elif c == "<" and script.startswith("<<<", i):
             if _after_group(script, i):
@@ -200,6 +215,16 @@ def mask_expansions(
         elif c == "$" and script.startswith("((", i + 1):
             i = _mask_arith(script, out, i, spans)
             continue
+        elif c == "(" and script.startswith("((", i) and (i == 0 or script[i - 1] in _WORD_START):
+            end = _match_close(script, i + 2, "(", ")")
+            if end > 0 and script.startswith(")", end + 1):  # `(( 10#$x > y ))`, `for ((`
+                if spans is not None:
+                    spans.append((i, end + 2))
+                for k in range(i + 2, end):
+                    if script[k] not in ";\n":
+                        out[k] = "_" * len(script[k].encode("utf-8", "surrogatepass"))
+                i = end + 2
+                continue
         i += 1
     return "".join(out)
 
@@ -221,6 +246,10 @@ def _mask_arith(script: str, out: list[str], i: int, spans: list[tuple[int, int]
         _blank(out, script, i + 2, end, spans)
         return end + 1
     return i + 1
+
+
+#: the last word of a compound command that tree-sitter refuses a here-string on
+_GROUP_ENDS = ("done", "esac", "]]")
 
 
 def _ansi_end(script: str, i: int) -> int:
@@ -251,11 +280,18 @@ def _bracket_end(script: str, i: int) -> int:
 
 
 def _after_group(script: str, i: int) -> bool:
-    """Is the ``<<<`` at ``i`` on a brace group or subshell (after ``}`` or ``)``)?"""
+    """Is the ``<<<`` at ``i`` on a brace group, a subshell, a ``for``/``select`` loop, a
+    ``case`` or a ``[[ ]]`` (after ``}``, ``)``, ``done``, ``esac`` or ``]]``)?"""
     j = i - 1
     while j >= 0 and script[j] in " \t":
         j -= 1
-    return j >= 0 and script[j] in "})" and (j == 0 or script[j - 1] != "$")
+    if j >= 0 and script[j] in "})" and (j == 0 or script[j - 1] != "$"):
+        return True
+    for word in _GROUP_ENDS:
+        start = j + 1 - len(word)
+        if script.startswith(word, start) and (start == 0 or script[start - 1] in _WORD_START):
+            return True
+    return False
 
 
 def _heredoc_start(script: str, i: int, pending: list[tuple[str, bool]]) -> int:
@@ -270,6 +306,28 @@ def _heredoc_start(script: str, i: int, pending: list[tuple[str, bool]]) -> int:
     word = re.sub(r"\\(.)|['\"]", lambda x: x.group(1) or "", m.group(1))
     pending.append((word, strip))
     return m.end()
+
+
+def _redirects_before_pipe(script: str, i: int) -> list[tuple[int, int]]:
+    """The (start, end) of each redirection from ``i`` on when a pipe follows them on
+    the same line (``<<EOF 2>&1 >/dev/null | wc``), else none."""
+    found: list[tuple[int, int]] = []
+    n = len(script)
+    while True:
+        k = i
+        while k < n and script[k] in " \t":
+            k += 1
+        op = REDIRECT_OP.match(script, k)
+        if op is None:
+            break
+        end = _scan_word(script, op.end())
+        if end == op.end():
+            return []
+        found.append((k, end))
+        i = end
+    if found and script.startswith("|", k) and not script.startswith("||", k):
+        return found
+    return []
 
 
 def _skip_heredoc_bodies(script: str, i: int, pending: list[tuple[str, bool]]) -> int:

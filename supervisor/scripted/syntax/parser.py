@@ -63,7 +63,12 @@ def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
             break
         repairs.masked = True
         masked = mask_expansions(
-            script, repairs.spans, repairs.bangs, repairs.fakes, repairs.herestrings
+            script,
+            repairs.spans,
+            repairs.bangs,
+            repairs.fakes,
+            repairs.herestrings,
+            repairs.heredoc_redirs,
         )
         if masked == script:
             break
@@ -121,6 +126,7 @@ class _Repairs:
         self.bangs: set[int] = set()
         self.fakes: dict[int, int] = {}
         self.herestrings: set[int] = set()
+        self.heredoc_redirs: dict[int, list[tuple[int, int]]] = {}
 
 
 def _convert(
@@ -138,6 +144,7 @@ def _convert(
     conv.bangs = set(repairs.bangs)  # the converter consumes them
     conv.fakes = repairs.fakes
     conv.herestrings = repairs.herestrings
+    conv.heredoc_redirs = repairs.heredoc_redirs
     lines: list[int] = []
     body = conv.sequence(list(root.children), lines)
     return A.Program(body, script, tuple(lines))
