@@ -13,6 +13,7 @@ Differential cases: ``cases_basics.txt``, ``cases_control.txt``, ``cases_heredoc
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 
 from tree_sitter import Node
@@ -32,6 +33,9 @@ RESERVED = frozenset(
 _REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 _SKIP = frozenset({"comment", "heredoc_body", "heredoc_end"})
 _LIST_OPERATORS = frozenset({"|", "|&", "&&", "||"})
+#: a character that ends a here-document's delimiter word, and quoted text
+_DELIMITER_END = re.compile(r"[;&|<>()\s]")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|\\.")
 
 
 class Converter:
@@ -55,6 +59,8 @@ class Converter:
         self.herestrings: set[int] = set()  # byte offsets of `<<<` masked as `<`
         # byte offset of a `<<` -> the redirections after its delimiter, masked
         self.heredoc_redirs: dict[int, list[tuple[int, int]]] = {}
+        # byte offset of a `<<` -> the commands after `;` on its line, masked
+        self.heredoc_tails: dict[int, tuple[int, int]] = {}
         self.data = data
         self.parsed = data  # the text tree-sitter parsed (masked and repaired)
         self.ascii = len(src) == len(data)
@@ -265,10 +271,15 @@ class Converter:
         assigns: list[A.Assign] = []
         redirs: list[A.Redir] = []
         args: list[Node] = []
-        for i, ch in enumerate(node.children):
+        children = node.children
+        i = -1
+        while i + 1 < len(children):
+            i += 1
+            ch = children[i]
             t = ch.type
             if t == "variable_assignment":
-                assigns.append(self.assignment(ch))
+                end, i = self.continued_value(children, i)
+                assigns.append(self.assignment(ch, end))
             elif t in _REDIRECT_TYPES:
                 redirs.append(self.redirect(ch))
             elif ch.is_named:
@@ -330,10 +341,15 @@ class Converter:
             plain.clear()
 
         redirs: list[A.Redir] = []
-        for ch in node.children[1:]:
+        children = node.children
+        i = 0
+        while i + 1 < len(children):
+            i += 1
+            ch = children[i]
             if ch.type == "variable_assignment":
                 flush()
-                args.append(self.assignment(ch))
+                end, i = self.continued_value(children, i)
+                args.append(self.assignment(ch, end))
             elif ch.type in _REDIRECT_TYPES:
                 redirs.append(self.redirect(ch))
             elif ch.is_named and ch.type != "comment":
@@ -374,11 +390,13 @@ class Converter:
         redirs: list[A.Redir] = []
         tail_pipe: list[A.Node] = []
         tail_list: list[tuple[str, A.Node]] = []
+        after: list[A.Node] = []
         for ch in node.children:
             if ch.type in _REDIRECT_TYPES:
                 redirs.append(self.redirect(ch))
                 if ch.type == "heredoc_redirect":
                     self.heredoc_tail(ch, redirs, tail_pipe, tail_list)
+                    after.extend(self.commands_after_heredoc(ch))
         if body_node is None:
             body: A.Node = A.SimpleCommand((), (), (), node.start_point[0] + 1)
         else:
@@ -393,7 +411,20 @@ class Converter:
             body = _join_pipeline(body, tail_pipe)
         if tail_list:
             body = A.AndOr(body, tuple(tail_list), body.line)
+        if after:
+            return A.Sequence((body, *after), body.line)
         return body
+
+    def commands_after_heredoc(self, node: Node) -> tuple[A.Node, ...]:
+        """The commands after ``;`` on the line of the here-document ``node``, masked for
+        tree-sitter (see ``heredoc_tails``), parsed on their own at their line."""
+        marker = next(ch for ch in node.children if ch.type in ("<<", "<<-"))
+        tail = self.heredoc_tails.get(marker.start_byte)
+        if tail is None:
+            return ()
+        start, end = tail
+        line = self.src.count("\n", 0, start)
+        return self.parse_fragment("\n" * line + self.src[start:end]).body.body
 
     def heredoc_tail(
         self,
@@ -652,7 +683,28 @@ class Converter:
         parts = lx._parts(stop="")
         return make_word(parts, self.src[start:end])
 
-    def assignment(self, node: Node) -> A.Assign:
+    def continued_value(self, nodes: list[Node], i: int) -> tuple[int, int]:
+        """The end of the assignment ``nodes[i]`` and the index of its last node: a value
+        continued by backslash-newline (``x="a"\\<newline>"b"``) is one word for bash,
+        where tree-sitter ends the assignment at the line break and reads the rest as
+        words."""
+        end = self.c(nodes[i].end_byte)
+        continued = False
+        while i + 1 < len(nodes):
+            nxt = nodes[i + 1]
+            if not nxt.is_named or nxt.type in _REDIRECT_TYPES or nxt.type == "comment":
+                break
+            gap = self.src[end : self.c(nxt.start_byte)]
+            if gap.replace("\\\n", "") or not (gap or continued):
+                break
+            continued = True
+            end = self.c(nxt.end_byte)
+            i += 1
+        return end, i
+
+    def assignment(self, node: Node, end: int | None = None) -> A.Assign:
+        """``node`` as an assignment (its value ends at ``end`` when continued past it:
+        see ``continued_value``)."""
         name_node = node.child_by_field_name("name")
         assert name_node is not None
         index: A.Word | None = None
@@ -667,7 +719,8 @@ class Converter:
             name = self.text(name_node)
         op_node = next(ch for ch in node.children if ch.type in ("=", "+="))
         append = op_node.type == "+="
-        start, end = self.c(op_node.end_byte), self.c(node.end_byte)
+        start = self.c(op_node.end_byte)
+        end = self.c(node.end_byte) if end is None else end
         value_node = node.child_by_field_name("value")
         text = self.text(node)
         if value_node is not None and value_node.type == "array":
@@ -723,6 +776,12 @@ class Converter:
                 target_start = self.c(ch.end_byte)
             elif t == "heredoc_start":
                 heredoc_start = ch
+                bad = _DELIMITER_END.search(_QUOTED.sub("", self.text(ch)))
+                if bad:  # `cat <<EOF; cmd`: tree-sitter took `EOF;` (parsed again masked)
+                    raise self.error_at(
+                        f"syntax error near unexpected token `{bad.group()}'",
+                        self.c(ch.start_byte),
+                    )
         if node.type == "heredoc_redirect":
             assert heredoc_start is not None
             return A.Redir(op, self.heredoc_body(node, heredoc_start), fd)

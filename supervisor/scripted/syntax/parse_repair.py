@@ -100,6 +100,7 @@ def mask_expansions(
     fakes: dict[int, int] | None = None,
     herestrings: set[int] | None = None,
     heredoc_redirs: dict[int, list[tuple[int, int]]] | None = None,
+    heredoc_tails: dict[int, tuple[int, int]] | None = None,
 ) -> str:
     """The script with the inside of every ``${...}`` and ``$((...))`` blanked out
     (same UTF-8 length, newlines kept) and every ``[`` command renamed. tree-sitter-bash
@@ -119,8 +120,11 @@ def mask_expansions(
     ``herestrings``), and the
     redirections between a here-document's delimiter and a pipe (``cat <<EOF 2>&1 |
     wc``: tree-sitter takes the pipe for a word; they are blanked and recorded in
-    ``heredoc_redirs`` under the byte offset of the ``<<``). Comments and here-document
-    bodies are skipped, so an apostrophe in them changes nothing."""
+    ``heredoc_redirs`` under the byte offset of the ``<<``), and the commands after a
+    here-document's delimiter and ``;`` (``cat <<EOF; echo done``: tree-sitter allows
+    only ``|``, ``&&`` and ``||`` there; blanked and recorded in ``heredoc_tails``, the
+    converter parses them on their own). Comments and here-document bodies are
+    skipped, so an apostrophe in them changes nothing."""
     out = list(script)
     if fakes is not None:
         _mask_assignment_redirects(script, out, fakes)
@@ -167,6 +171,11 @@ def mask_expansions(
         elif c == "<" and script.startswith("<<", i) and not script.startswith("<<<", i):
             start = i
             i = _heredoc_start(script, i + 2, heredocs)
+            _space_after_delimiter(script, out, i)
+            tail = _command_after_delimiter(script, i)
+            if tail is not None and heredoc_tails is not None:
+                heredoc_tails[len(script[:start].encode("utf-8", "surrogatepass"))] = tail
+                out[tail[0] - 1 : tail[1]] = " " * (tail[1] - tail[0] + 1)
             piped = _redirects_before_pipe(script, i)
             if piped and heredoc_redirs is not None:
                 heredoc_redirs[len(script[:start].encode("utf-8", "surrogatepass"))] = piped
@@ -306,6 +315,38 @@ def _heredoc_start(script: str, i: int, pending: list[tuple[str, bool]]) -> int:
     word = re.sub(r"\\(.)|['\"]", lambda x: x.group(1) or "", m.group(1))
     pending.append((word, strip))
     return m.end()
+
+
+def _space_after_delimiter(script: str, out: list[str], i: int) -> None:
+    """``cat <<EOF&& echo``: tree-sitter reads the delimiter as ``EOF&&``. The operator
+    after it moves one place right, over the blank that follows it (``<<EOF &&echo``);
+    a ``;`` that ends the line is blanked."""
+    j = i
+    while j < len(script) and script[j] in ";&|":
+        j += 1
+    if j == i or j >= len(script):
+        return
+    if script[j] in " \t" and script[i] != ";":
+        out[i] = " "
+        out[i + 1 : j + 1] = script[i:j]
+    elif script[j] == "\n" and script[i:j] == ";":
+        out[i] = " "
+
+
+def _command_after_delimiter(script: str, i: int) -> tuple[int, int] | None:
+    """(start, end) of the commands after ``;`` on a here-document's line (``<<EOF;
+    echo done``), if any and if they start no here-document of their own."""
+    k = i
+    while k < len(script) and script[k] in " \t":
+        k += 1
+    if not script.startswith(";", k) or script.startswith(";;", k):
+        return None
+    nl = script.find("\n", k)
+    end = len(script) if nl < 0 else nl
+    tail = script[k + 1 : end]
+    if not tail.strip() or "<<" in tail:
+        return None
+    return k + 1, end
 
 
 def _redirects_before_pipe(script: str, i: int) -> list[tuple[int, int]]:

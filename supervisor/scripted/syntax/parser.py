@@ -69,6 +69,7 @@ def _parse_cached(script: str, max_depth: int, max_ops: int) -> A.Program:
             repairs.fakes,
             repairs.herestrings,
             repairs.heredoc_redirs,
+            repairs.heredoc_tails,
         )
         if masked == script:
             break
@@ -127,6 +128,7 @@ class _Repairs:
         self.fakes: dict[int, int] = {}
         self.herestrings: set[int] = set()
         self.heredoc_redirs: dict[int, list[tuple[int, int]]] = {}
+        self.heredoc_tails: dict[int, tuple[int, int]] = {}
 
 
 def _convert(
@@ -145,6 +147,7 @@ def _convert(
     conv.fakes = repairs.fakes
     conv.herestrings = repairs.herestrings
     conv.heredoc_redirs = repairs.heredoc_redirs
+    conv.heredoc_tails = repairs.heredoc_tails
     lines: list[int] = []
     body = conv.sequence(list(root.children), lines)
     return A.Program(body, script, tuple(lines))
