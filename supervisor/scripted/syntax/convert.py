@@ -809,6 +809,11 @@ class Converter:
         b_start = self.c(body.start_byte)
         line_start = self.src.rfind("\n", 0, b_start) + 1
         e = self.c(end_node.start_byte)
+        end_line = self.src.find("\n", e)
+        if end_node.end_byte > end_node.start_byte and self.src[
+            self.c(end_node.end_byte) : len(self.src) if end_line < 0 else end_line
+        ].strip(" \t"):  # `END_NOT` ended the body of <<END (parsed again masked)
+            raise self.error_at(f"here-document ended early (wanted `{delim}')", e)
         last_nl = self.src.rfind("\n", line_start, e)
         b_end = last_nl + 1 if last_nl >= line_start else line_start
         if b_end <= line_start:

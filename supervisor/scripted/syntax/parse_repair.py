@@ -166,7 +166,7 @@ def mask_expansions(
         elif c == "#" and script[i - 1].isdigit():
             out[i] = "_"  # `[[ 10#$x -gt 8 ]]`: a base, which tree-sitter cannot read there
         elif c == "\n" and heredocs:
-            i = _skip_heredoc_bodies(script, i + 1, heredocs)
+            i = _skip_heredoc_bodies(script, i + 1, heredocs, out)
             continue
         elif c == "<" and script.startswith("<<", i) and not script.startswith("<<<", i):
             start = i
@@ -371,17 +371,26 @@ def _redirects_before_pipe(script: str, i: int) -> list[tuple[int, int]]:
     return []
 
 
-def _skip_heredoc_bodies(script: str, i: int, pending: list[tuple[str, bool]]) -> int:
+def _skip_heredoc_bodies(
+    script: str, i: int, pending: list[tuple[str, bool]], out: list[str] | None = None
+) -> int:
     """From the start of the line after a here-document operator: past every pending
-    body and its delimiter line."""
+    body and its delimiter line. With ``out``, a body line that only starts with the
+    delimiter (``END_NOT`` in the body of ``<<END``), which tree-sitter takes for the
+    end, has its first character masked."""
     n = len(script)
     for word, strip in pending:
         while i < n:
             nl = script.find("\n", i)
             end = n if nl < 0 else nl
             line = script[i:end]
+            text = line.lstrip("\t") if strip else line
+            if out is not None and word and text != word and text.startswith(word):
+                first = i + len(line) - len(text)
+                size = len(script[first].encode("utf-8", "surrogatepass"))
+                out[first] = ("x" if script[first] == "_" else "_") * size
             i = end + 1
-            if (line.lstrip("\t") if strip else line) == word:
+            if text == word:
                 break
     pending.clear()
     return min(i, n)
