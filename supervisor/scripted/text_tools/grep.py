@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import regex as perl_syntax
+
 from supervisor.scripted.contract import CommandResult
 
 from ..budget import spend
@@ -204,9 +206,9 @@ def _compile(s: _Settings) -> Callable[[str, int], MatchLike | None]:
         if s.syntax == "F":
             source = re.escape(pattern)
         elif s.syntax == "P":
-            try:
-                re.compile(pattern)
-            except re.error as exc:
+            try:  # the regex module reads Perl's \K, possessive quantifiers, atomic groups
+                perl_syntax.compile(pattern)
+            except perl_syntax.error as exc:
                 raise RegexError(str(exc)) from None
             source = pattern
         else:
