@@ -620,7 +620,10 @@ class Interpreter(ControlMixin, Expander):
                 else:
                     self.out, self.err = saved_out, saved_err
                 self.stdin = stdin
-                statuses.append(await self.in_subshell(c, loops=False))
+                if i == last and "lastpipe" in self.shopts:  # in this shell (no job control)
+                    statuses.append(await _DISPATCH[type(c)](self, c))
+                else:
+                    statuses.append(await self.in_subshell(c, loops=False))
                 if i < last:
                     stdin = InputStream(sink.getvalue())
         finally:
