@@ -17,6 +17,7 @@ from .core import CORE_BUILTINS
 from .printf import printf
 from .test import builtin_bracket, builtin_test
 from .variables import VARS_BUILTINS
+from .xargs import xargs
 
 if TYPE_CHECKING:
     from ..interpreter import Builtin
@@ -29,5 +30,6 @@ BUILTINS: Mapping[str, Builtin] = MappingProxyType(
         "printf": printf,
         "test": builtin_test,
         "[": builtin_bracket,
+        "xargs": xargs,
     }
 )
