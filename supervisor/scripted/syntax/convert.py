@@ -60,7 +60,7 @@ class Converter:
         # byte offset of a `<<` -> the redirections after its delimiter, masked
         self.heredoc_redirs: dict[int, list[tuple[int, int]]] = {}
         # byte offset of a `<<` -> the commands after `;` on its line, masked
-        self.heredoc_tails: dict[int, tuple[int, int]] = {}
+        self.heredoc_tails: dict[int, tuple[str, int, int]] = {}
         self.data = data
         self.parsed = data  # the text tree-sitter parsed (masked and repaired)
         self.ascii = len(src) == len(data)
@@ -395,8 +395,7 @@ class Converter:
             if ch.type in _REDIRECT_TYPES:
                 redirs.append(self.redirect(ch))
                 if ch.type == "heredoc_redirect":
-                    self.heredoc_tail(ch, redirs, tail_pipe, tail_list)
-                    after.extend(self.commands_after_heredoc(ch))
+                    self.heredoc_tail(ch, redirs, tail_pipe, tail_list, after)
         if body_node is None:
             body: A.Node = A.SimpleCommand((), (), (), node.start_point[0] + 1)
         else:
@@ -415,53 +414,47 @@ class Converter:
             return A.Sequence((body, *after), body.line)
         return body
 
-    def commands_after_heredoc(self, node: Node) -> tuple[A.Node, ...]:
-        """The commands after ``;`` on the line of the here-document ``node``, masked for
-        tree-sitter (see ``heredoc_tails``), parsed on their own at their line."""
-        marker = next(ch for ch in node.children if ch.type in ("<<", "<<-"))
-        tail = self.heredoc_tails.get(marker.start_byte)
-        if tail is None:
-            return ()
-        start, end = tail
-        line = self.src.count("\n", 0, start)
-        return self.parse_fragment("\n" * line + self.src[start:end]).body.body
-
     def heredoc_tail(
         self,
         node: Node,
         redirs: list[A.Redir],
         pipe: list[A.Node],
         rest: list[tuple[str, A.Node]],
+        after: list[A.Node],
     ) -> None:
         """tree-sitter nests what follows ``<<EOF`` on its line inside the redirect
-        (the redirections before a pipe were masked: see ``heredoc_redirs``)."""
+        (the redirections before a pipe were masked: see ``heredoc_redirs``; a tail it
+        cannot read was masked too, and is parsed on its own: see ``heredoc_tails``)."""
         marker = next(ch for ch in node.children if ch.type in ("<<", "<<-"))
         for start, end in self.heredoc_redirs.get(marker.start_byte, ()):
             redirs.append(self.fake_redirect(start, end))
+        masked = self.heredoc_tails.get(marker.start_byte)
+        if masked is not None and masked[1] < masked[2]:
+            tail_op, start, end = masked
+            line = self.src.count("\n", 0, start)  # parsed at its own line
+            stmts = self.parse_fragment("\n" * line + self.src[start:end]).body.body
+            first, others = (stmts[0], stmts[1:]) if stmts else (None, ())
+            if first is None:
+                pass
+            elif tail_op == ";":
+                after.extend(stmts)
+            elif tail_op == "|":
+                _pipe_into(first, pipe, rest)
+                after.extend(others)
+            else:
+                _and_or_into(tail_op, first, rest)
+                after.extend(others)
         op = None
         for i, ch in enumerate(node.children):
             field = node.field_name_for_child(i)
             if ch.type in _REDIRECT_TYPES:
                 redirs.append(self.redirect(ch))
             elif ch.type == "pipeline" and not ch.children[0].is_named:
-                converted = self.stmt(ch)
-                if type(converted) is A.Pipeline and not converted.negate:
-                    pipe.extend(converted.cmds)
-                elif type(converted) is A.AndOr:
-                    first = converted.first
-                    pipe.extend(first.cmds if type(first) is A.Pipeline else [first])
-                    rest.extend(converted.rest)
-                else:
-                    pipe.append(converted)
+                _pipe_into(self.stmt(ch), pipe, rest)
             elif field == "operator":
                 op = ch.type
             elif field == "right" and op is not None:
-                converted = self.stmt(ch)
-                if type(converted) is A.AndOr:
-                    rest.append((op, converted.first))
-                    rest.extend(converted.rest)
-                else:
-                    rest.append((op, converted))
+                _and_or_into(op, self.stmt(ch), rest)
 
     def s_pipeline(self, node: Node) -> A.Node:
         self.check_separators(node)
@@ -884,6 +877,28 @@ class Converter:
 
 def _line_of(node: A.Node) -> int:
     return node.line
+
+
+def _pipe_into(node: A.Node, pipe: list[A.Node], rest: list[tuple[str, A.Node]]) -> None:
+    """What follows ``<<EOF |`` on its line: the pipeline's next commands, then the
+    and-or list it starts."""
+    if type(node) is A.Pipeline and not node.negate:
+        pipe.extend(node.cmds)
+    elif type(node) is A.AndOr:
+        first = node.first
+        pipe.extend(first.cmds if type(first) is A.Pipeline and not first.negate else [first])
+        rest.extend(node.rest)
+    else:
+        pipe.append(node)
+
+
+def _and_or_into(op: str, node: A.Node, rest: list[tuple[str, A.Node]]) -> None:
+    """What follows ``<<EOF &&`` (or ``||``) on its line."""
+    if type(node) is A.AndOr:
+        rest.append((op, node.first))
+        rest.extend(node.rest)
+    else:
+        rest.append((op, node))
 
 
 def _join_pipeline(head: A.Node, tail: list[A.Node]) -> A.Node:

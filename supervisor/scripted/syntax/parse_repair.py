@@ -100,7 +100,7 @@ def mask_expansions(
     fakes: dict[int, int] | None = None,
     herestrings: set[int] | None = None,
     heredoc_redirs: dict[int, list[tuple[int, int]]] | None = None,
-    heredoc_tails: dict[int, tuple[int, int]] | None = None,
+    heredoc_tails: dict[int, tuple[str, int, int]] | None = None,
 ) -> str:
     """The script with the inside of every ``${...}`` and ``$((...))`` blanked out
     (same UTF-8 length, newlines kept) and every ``[`` command renamed. tree-sitter-bash
@@ -121,8 +121,9 @@ def mask_expansions(
     redirections between a here-document's delimiter and a pipe (``cat <<EOF 2>&1 |
     wc``: tree-sitter takes the pipe for a word; they are blanked and recorded in
     ``heredoc_redirs`` under the byte offset of the ``<<``), and the commands after a
-    here-document's delimiter and ``;`` (``cat <<EOF; echo done``: tree-sitter allows
-    only ``|``, ``&&`` and ``||`` there; blanked and recorded in ``heredoc_tails``, the
+    here-document's delimiter and ``;``, or an operator written against it (``cat
+    <<EOF; echo done``, ``cat <<EOF|jq .``: tree-sitter takes ``EOF;`` or ``EOF|jq`` for
+    the delimiter; blanked and recorded with the operator in ``heredoc_tails``, the
     converter parses them on their own). Comments and here-document bodies are
     skipped, so an apostrophe in them changes nothing."""
     out = list(script)
@@ -171,16 +172,20 @@ def mask_expansions(
         elif c == "<" and script.startswith("<<", i) and not script.startswith("<<<", i):
             start = i
             i = _heredoc_start(script, i + 2, heredocs)
-            _space_after_delimiter(script, out, i)
             tail = _command_after_delimiter(script, i)
             if tail is not None and heredoc_tails is not None:
                 heredoc_tails[len(script[:start].encode("utf-8", "surrogatepass"))] = tail
-                out[tail[0] - 1 : tail[1]] = " " * (tail[1] - tail[0] + 1)
+                op, tail_start, tail_end = tail
+                for k in range(tail_start - len(op), tail_end):  # spaces: no word goes on
+                    out[k] = " " * len(script[k].encode("utf-8", "surrogatepass"))
+            else:
+                _space_after_delimiter(script, out, i)
             piped = _redirects_before_pipe(script, i)
             if piped and heredoc_redirs is not None:
                 heredoc_redirs[len(script[:start].encode("utf-8", "surrogatepass"))] = piped
                 for s, e in piped:
-                    out[s:e] = " " * (e - s)
+                    for k in range(s, e):
+                        out[k] = " " * len(script[k].encode("utf-8", "surrogatepass"))
             continue
         elif c == "<" and script.startswith("<<<", i):
             if _after_group(script, i):
@@ -333,20 +338,28 @@ def _space_after_delimiter(script: str, out: list[str], i: int) -> None:
         out[i] = " "
 
 
-def _command_after_delimiter(script: str, i: int) -> tuple[int, int] | None:
-    """(start, end) of the commands after ``;`` on a here-document's line (``<<EOF;
-    echo done``), if any and if they start no here-document of their own."""
+def _command_after_delimiter(script: str, i: int) -> tuple[str, int, int] | None:
+    """The operator and the (start, end) of the commands after it on a here-document's
+    line, for ``;`` (``<<EOF; echo done``) or an operator against the delimiter
+    (``<<EOF|jq .``, ``<<EOF&&echo ok``): if any, whole on the line, and starting no
+    here-document of their own."""
     k = i
     while k < len(script) and script[k] in " \t":
         k += 1
-    if not script.startswith(";", k) or script.startswith(";;", k):
+    op = next((o for o in _TAIL_OPERATORS if script.startswith(o, k)), None)
+    if op is None or script.startswith((";;", "|&"), k) or (op != ";" and k != i):
         return None
     nl = script.find("\n", k)
     end = len(script) if nl < 0 else nl
-    tail = script[k + 1 : end]
-    if not tail.strip() or "<<" in tail:
+    tail = script[k + len(op) : end]
+    body = tail.rstrip(" \t")
+    if not body.strip() or "<<" in tail or body.endswith(("|", "&&", "\\")):
         return None
-    return k + 1, end
+    return op, k + len(op), end
+
+
+#: the operators after a here-document's delimiter whose tail the converter parses
+_TAIL_OPERATORS = ("&&", "||", ";", "|")
 
 
 def _redirects_before_pipe(script: str, i: int) -> list[tuple[int, int]]:

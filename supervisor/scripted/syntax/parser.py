@@ -128,7 +128,7 @@ class _Repairs:
         self.fakes: dict[int, int] = {}
         self.herestrings: set[int] = set()
         self.heredoc_redirs: dict[int, list[tuple[int, int]]] = {}
-        self.heredoc_tails: dict[int, tuple[int, int]] = {}
+        self.heredoc_tails: dict[int, tuple[str, int, int]] = {}
 
 
 def _convert(
