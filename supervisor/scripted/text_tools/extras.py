@@ -1,4 +1,5 @@
-"""The cheap extras: ``cat``, ``tac``, ``rev``, ``nl``, ``paste`` and ``fold`` (stdin only)."""
+"""The cheap extras: ``cat``, ``tee``, ``tac``, ``rev``, ``nl``, ``paste`` and ``fold``
+(stdin only)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,31 @@ def cat(args: list[str], stdin: str | None) -> CommandResult:
         out.append(_cat_text(pending, flags) if flags.replace("u", "") else pending)
         pending = ""  # stdin is read once
     return CommandResult("".join(out), "".join(errors), 1 if errors else 0)
+
+
+_TEE = OptionSpec(
+    [
+        Opt("a", "a", "append"),
+        Opt("i", "i", "ignore-interrupts"),
+        Opt("p", "p"),
+        Opt("output-error", "", "output-error", arg=True, optional=True),
+    ]
+)
+
+
+def tee(args: list[str], stdin: str | None) -> CommandResult:
+    """GNU tee: standard input to standard output; a file operand is refused like every
+    file access (``/dev/null`` takes the copy and says nothing), and the copy still goes
+    to standard output, exit 1."""
+    try:
+        _opts, operands = _TEE.parse(args)
+    except UsageError as err:
+        return usage_result("tee", err)
+    files = [f for f in operands if f != "/dev/null"]
+    rejected = reject_files("tee", files) if files else None
+    if rejected is None:
+        return CommandResult(stdin or "", "", 0)
+    return CommandResult(stdin or "", rejected.stderr, 1)
 
 
 def _cat_text(text: str, flags: str) -> str:

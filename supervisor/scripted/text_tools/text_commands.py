@@ -12,14 +12,16 @@ from supervisor.scripted.contract import READS_STDIN, Command, CommandResult
 
 from .awk import awk
 from .awk import reads_stdin as awk_reads_stdin
+from .b64 import base64
 from .common import OutputLimitError, limit_result
 from .cut import cut
 from .expr import expr
-from .extras import cat, fold, nl, paste, rev, tac
+from .extras import cat, fold, nl, paste, rev, tac, tee
 from .grep import grep
 from .headtail import head, tail
 from .jq_tool.options import reads_stdin as jq_reads_stdin
 from .jq_tool.pool import jq
+from .pathnames import basename, dirname
 from .sed import sed
 from .seq import seq
 from .sort import sort
@@ -28,7 +30,10 @@ from .uniq import uniq
 from .wc import wc
 
 _USAGE = {
+    "base64": "Usage: base64 [OPTION]... [FILE]",
+    "basename": "Usage: basename NAME [SUFFIX]\n  or:  basename OPTION... NAME...",
     "cat": "Usage: cat [OPTION]... [FILE]...",
+    "dirname": "Usage: dirname [OPTION] NAME...",
     "awk": "Usage: awk [POSIX or GNU style options] [--] 'program' [file ...]",
     "jq": "Usage:\tjq [OPTIONS] FILTER [FILES...]",
     "cut": "Usage: cut OPTION... [FILE]...",
@@ -45,6 +50,7 @@ _USAGE = {
     "sort": "Usage: sort [OPTION]... [FILE]...",
     "tac": "Usage: tac [OPTION]... [FILE]...",
     "tail": "Usage: tail [OPTION]... [FILE]...",
+    "tee": "Usage: tee [OPTION]... [FILE]...",
     "tr": "Usage: tr [OPTION]... STRING1 [STRING2]",
     "uniq": "Usage: uniq [OPTION]... [INPUT [OUTPUT]]",
     "wc": "Usage: wc [OPTION]... [FILE]...",
@@ -96,6 +102,8 @@ def _no_input(args: list[str]) -> bool:
 
 _READS_STDIN: dict[str, Callable[[list[str]], bool]] = {
     "awk": awk_reads_stdin,
+    "basename": _no_input,
+    "dirname": _no_input,
     "expr": _no_input,
     "jq": jq_reads_stdin,
     "seq": _no_input,
@@ -107,8 +115,11 @@ _READS_STDIN: dict[str, Callable[[list[str]], bool]] = {
 #: engine's answer takes a while; the others answer at once.
 _TOOLS: dict[str, tuple[Command, int]] = {
     "awk": (awk, 2),
+    "base64": (base64, 1),
+    "basename": (basename, 1),
     "cat": (cat, 1),
     "cut": (cut, 1),
+    "dirname": (dirname, 1),
     "expr": (expr, 2),
     "fold": (fold, 1),
     "grep": (grep, 2),
@@ -122,6 +133,7 @@ _TOOLS: dict[str, tuple[Command, int]] = {
     "sort": (sort, 2),
     "tac": (tac, 1),
     "tail": (tail, 1),
+    "tee": (tee, 1),
     "tr": (tr, 1),
     "uniq": (uniq, 1),
     "wc": (wc, 1),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from text_support import run
 
+from supervisor.scripted.contract import READS_STDIN
 from supervisor.scripted.text_tools import TEXT_COMMANDS
 from supervisor.scripted.text_tools.common import MAX_OUTPUT_BYTES
 
@@ -15,7 +16,8 @@ FS = "filesystem access disabled"
 def test_table_has_every_tool() -> None:
     assert set(TEXT_COMMANDS) == {
         "jq", "grep", "sed", "awk", "sort", "uniq", "cut", "tr", "wc", "head", "tail",
-        "seq", "expr", "tac", "rev", "nl", "paste", "fold", "cat",
+        "seq", "expr", "tac", "rev", "nl", "paste", "fold", "cat", "tee", "base64",
+        "basename", "dirname",
     }  # fmt: skip
 
 
@@ -38,6 +40,7 @@ def test_table_has_every_tool() -> None:
         (["paste", "/f"], f"paste: /f: {FS}\n", 1),
         (["fold", "/f"], f"fold: /f: {FS}\n", 1),
         (["cat", "/f"], f"cat: /f: {FS}\n", 1),
+        (["base64", "/f"], f"base64: /f: {FS}\n", 1),
     ],
 )
 def test_file_operands_are_refused(argv: list[str], stderr: str, status: int) -> None:
@@ -102,3 +105,15 @@ def test_output_is_bounded() -> None:
     doubled = run("sed", ":a;G;h;ba", stdin="x\n")
     assert doubled.exit_code == 4
     assert "output limit exceeded" in doubled.stderr or "too many jumps" in doubled.stderr
+
+
+def test_base64_output_is_bounded() -> None:
+    result = run("base64", stdin="x" * 8_000_000)  # 10.7 MB of base64: over the cap
+    assert (result.stdout, result.exit_code) == ("", 1)
+    assert result.stderr == f"base64: output limit exceeded ({MAX_OUTPUT_BYTES} bytes)\n"
+
+
+def test_basename_and_dirname_read_no_input() -> None:
+    """In ``while read``, they leave the loop its lines (``reads_stdin`` is false)."""
+    for tool in ("basename", "dirname"):
+        assert getattr(TEXT_COMMANDS[tool], READS_STDIN)(["/a/b"]) is False
