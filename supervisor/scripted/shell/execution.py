@@ -9,7 +9,8 @@ script does makes this function raise.
 
 Differential cases: ``cases_scripts.txt``, ``cases_errors.txt``, ``cases_fidelity.txt``,
 ``cases_realistic_jq.txt``, ``cases_realistic_text.txt``, ``cases_realistic_shell.txt``,
-``cases_realistic_orchestration.txt``, ``cases_realistic_misc.txt``.
+``cases_realistic_orchestration.txt``, ``cases_realistic_misc.txt``,
+``cases_realistic_more.txt``.
 """
 
 from __future__ import annotations
