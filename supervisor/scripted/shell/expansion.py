@@ -175,6 +175,31 @@ class FieldBuilder:
         return "".join(self.cur)
 
 
+class GlobFields(FieldBuilder):
+    """Fields under ``shopt -s nullglob``: quoted text is escaped as in a pattern, so a
+    field that keeps an unquoted ``*``, ``?`` or ``[...]`` is a glob pattern, which
+    matches nothing (there are no files) and is dropped, as bash drops it."""
+
+    __slots__ = ()
+
+    def quoted(self, text: str) -> None:
+        super().quoted(quote_pattern(text))
+
+    def literal(self, text: str) -> None:
+        super().literal(text.replace("\\", "\\\\"))
+
+    def expanded(self, text: str) -> None:
+        super().expanded(text.replace("\\", "\\\\"))
+
+    def finish(self) -> list[str]:
+        return [_UNESCAPE.sub(r"\1", f) for f in super().finish() if not _GLOB.search(f)]
+
+
+#: an unescaped glob character: ``*``, ``?`` or a bracket expression
+_GLOB = re.compile(r"(?<!\\)(?:\\\\)*(?:[*?]|\[[^]]*\])")
+_UNESCAPE = re.compile(r"\\(.)", re.S)
+
+
 class Expander(Variables):
     """Word expansion over the shell state (mixed into the interpreter)."""
 
@@ -185,6 +210,7 @@ class Expander(Variables):
     limits: ExecutionLimits
     #: EXTGLOB / NOCASE bits from ``shopt`` (``patterns`` flags)
     pattern_flags: int
+    shopts: set[str]
 
     async def command_substitution(self, program: A.Program) -> str:
         raise NotImplementedError
@@ -196,6 +222,8 @@ class Expander(Variables):
 
     def fast_args(self, words: tuple[A.ArgWord, ...]) -> list[str] | None:
         """Arguments made only of literals and plain ``$x``: no await needed."""
+        if self.shopts and "nullglob" in self.shopts:
+            return None
         out: list[str] = []
         for w in words:
             if type(w) is not A.Word:
@@ -212,6 +240,8 @@ class Expander(Variables):
 
     async def expand_args(self, words: tuple[A.ArgWord, ...]) -> list[str]:
         """Command arguments: fields after splitting (brace words give several)."""
+        if self.shopts and "nullglob" in self.shopts:
+            return await self._expand_args_nullglob(words)
         out: list[str] = []
         for w in words:
             if type(w) is A.Word:
@@ -234,6 +264,16 @@ class Expander(Variables):
                     b = FieldBuilder(FIELDS, self.get("IFS"), self.limits.max_value_bytes)
                     await self.expand_parts(sub.parts, False, b)
                     out.extend(b.finish())
+        return out
+
+    async def _expand_args_nullglob(self, words: tuple[A.ArgWord, ...]) -> list[str]:
+        """``expand_args`` under ``nullglob``: every word through ``GlobFields``."""
+        out: list[str] = []
+        for w in words:
+            for sub in (w,) if type(w) is A.Word else w.words:  # type: ignore[union-attr]
+                b = GlobFields(FIELDS, self.get("IFS"), self.limits.max_value_bytes)
+                await self.expand_parts(sub.parts, False, b)
+                out.extend(b.finish())
         return out
 
     async def expand_string(self, word: A.ArgWord) -> str:

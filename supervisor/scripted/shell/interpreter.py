@@ -288,7 +288,12 @@ class Interpreter(ControlMixin, Expander):
             return status
         words = cmd.words
         first = words[0]
-        if len(words) == 1 and type(first) is A.Word and first.literal is not None:
+        if (
+            len(words) == 1
+            and type(first) is A.Word
+            and first.literal is not None
+            and not (self.shopts and "nullglob" in self.shopts)
+        ):
             argv = [first.literal]
         else:
             fast = self.fast_args(words)
