@@ -86,7 +86,9 @@ async def test_each_outcome_through_the_wrapper(servers: Servers, tmp_path: Path
         assert result.is_error and "outcome unknown" in text_of(result)
         with trio.fail_after(60):  # a fresh server (its start is not within --deadline 1)
             while (result := await session.call_tool("echo", {"text": "after"})).is_error:
-                assert "timed out" in text_of(result)
+                # the fresh server's first call may miss --deadline 1: acknowledged in
+                # its grace (timed out), or not on a loaded host (outcome unknown)
+                assert "timed out" in text_of(result) or "outcome unknown" in text_of(result)
                 await trio.sleep(0.5)
 
     statuses = [(e["tool"], e["status"]) for e in await audit_until(audit, 7)]

@@ -100,7 +100,9 @@ async def test_every_outcome_and_every_attack_of_the_hostile_server(servers: Ser
 
 
 async def test_each_outcome_as_a_script_sees_it(servers: Servers) -> None:
-    async with mcp_supervisor(servers.hostile, pool_size=1, tool_prefix="hostile.") as sup:
+    # a grace a loaded host keeps: the acknowledged deadline must be seen as timed out
+    options: dict[str, Any] = {"pool_size": 1, "tool_prefix": "hostile.", "cancel_grace": 2.0}
+    async with mcp_supervisor(servers.hostile, **options) as sup:
         shop = ScriptedTool("shop")
         add_sandboxed_tools(
             shop, sup.tools, lambda tool: sup.tool_callback(tool, deadline=1.0), specs=sup.specs
