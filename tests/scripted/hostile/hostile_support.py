@@ -31,9 +31,10 @@ DEFAULT_TIMEOUT = 2.0
 class Case:
     name: str
     script: str
-    #: text the clean result must contain (in stdout, stderr or error)
-    expect: str = ""
-    exit_code: int | None = None
+    #: text the clean result must contain (in stdout, stderr or error); alternatives
+    #: where which limit comes first depends on the machine's speed
+    expect: str | tuple[str, ...] = ""
+    exit_code: int | tuple[int, ...] | None = None
     timeout: float = DEFAULT_TIMEOUT
     limits: dict[str, Any] = field(default_factory=dict)
     timeout_ms: int | None = None
@@ -71,8 +72,10 @@ def check(case: Case, got: dict[str, Any]) -> None:
     assert got["elapsed"] <= case.timeout + TIME_SLACK, (got["elapsed"], shown)
     assert got["rss_growth"] <= MEMORY_BOUND, (got["rss_growth"] >> 20, "MiB")
     if case.exit_code is not None:
-        assert got["exit_code"] == case.exit_code, (got["exit_code"], shown)
-    assert case.expect in text, shown
+        codes = case.exit_code if isinstance(case.exit_code, tuple) else (case.exit_code,)
+        assert got["exit_code"] in codes, (got["exit_code"], shown)
+    expected = case.expect if isinstance(case.expect, tuple) else (case.expect,)
+    assert any(e in text for e in expected), shown
 
 
 def ids(cases: list[Case]) -> list[str]:

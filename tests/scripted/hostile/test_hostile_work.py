@@ -16,6 +16,9 @@ BIG = "x=a; for i in $(seq 23); do x=$x$x; done; "
 LINE = "l=$(printf 'a%.0s' $(seq 3000))c; "
 TIMEOUT = "execution timeout"
 MEMORY = "memory limit"
+#: any clean stop at a limit: a fast host reaches the memory or value-size limit of
+#: these workloads before their deadline, a slow one the deadline first
+LIMIT = "resource limit exceeded"
 
 REGEX = [
     Case("grep -E (a|aa)*b", LINE + "echo $l | grep -cE '(a|aa)*b'", "0\n", 1),
@@ -98,17 +101,17 @@ LOOPS = [
     ),
     Case("uniq -f huge", "yes 'a b c' | head -n 100000 | uniq -f 999999999 | wc -l", "1", 0),
     Case("jq endless", "jq -n 'def f: f; f'; echo status=$?", "status=5", 0),
-    Case("awk gsub on 8 MB", BIG + "echo $x | awk '{ n = gsub(/a/, \"b\"); print n }'", TIMEOUT, 1),
+    Case("awk gsub on 8 MB", BIG + "echo $x | awk '{ n = gsub(/a/, \"b\"); print n }'", LIMIT, 1),
     Case(
         "awk split into millions",
         'echo | awk \'{ s = sprintf("%3000000s", ""); gsub(/ /, "a,", s); '
         'print split(s, parts, ",") }\'',
-        TIMEOUT,
+        LIMIT,
         1,
     ),
     Case("tr -s of an 8 MB run", BIG + "echo $x | tr -s a | wc -c", "2\n", 0),
-    Case("fold -w 1 of 8 MB", BIG + "echo $x | fold -w 1 | wc -l", TIMEOUT, 1),
-    Case("fold -s of 8 MB", BIG + "echo $x | fold -s -w 1 | wc -l", TIMEOUT, 1),
+    Case("fold -w 1 of 8 MB", BIG + "echo $x | fold -w 1 | wc -l", LIMIT, 1),
+    Case("fold -s of 8 MB", BIG + "echo $x | fold -s -w 1 | wc -l", LIMIT, 1),
     Case(
         "printf of 100,000 arguments, again and again",
         "y=$(seq 100000); while :; do printf '%s\\n' $y | wc -l; done",
@@ -129,8 +132,8 @@ PARSE = [
     Case(
         "a script of 2 MB under timeout_ms",
         "echo hi; x=1\n" * 150_000,
-        "timed out",
-        124,
+        ("timed out", MEMORY),  # the parse's tree may reach the memory budget first
+        (124, 1),
         timeout_ms=1000,
         limits={"max_parser_operations": 10**9},
     ),
