@@ -328,7 +328,7 @@ async def bench_kill_latency(samples: int) -> None:
     base = await trio.to_thread.run_sync(plain_kill_baseline, min(samples, 20))
     latencies = []
     async with Supervisor(adapters=ADAPTERS, pool_size=4, ping_interval=None) as sup:
-        grace = sup.cancel_grace
+        grace = sup.pool.sessions[0].config.cancel_grace
         for _ in range(samples):
             with trio.fail_after(30):
                 while sup.pool.alive < 4:

@@ -15,6 +15,7 @@ from supervisor._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     "Supervisor": "supervisor.workers.supervisor",
+    "SupervisorConfig": "supervisor.workers.config",
     "SupervisorError": "supervisor.workers.supervisor",
     "DuplicateOperation": "supervisor.workers.supervisor",
     "JournalError": "supervisor.workers.worker_journal",
@@ -43,6 +44,7 @@ __all__ = [
     "Outcome",
     "Secret",
     "Supervisor",
+    "SupervisorConfig",
     "SupervisorError",
     "SyncSupervisor",
     "ToolGroup",
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from supervisor.hosting.sync_host import SyncSupervisor
     from supervisor.workers.call_audit import AuditStream, CallEvent
     from supervisor.workers.calls import CallHandle
+    from supervisor.workers.config import SupervisorConfig
     from supervisor.workers.groups import ToolGroup
     from supervisor.workers.outcome import Outcome
     from supervisor.workers.pool import WorkerUnavailable

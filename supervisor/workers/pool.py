@@ -1,11 +1,15 @@
 """The pool: pre-warmed sessions, fair FIFO hand-out of call slots, replacement, retirement.
 
-Every session lives in the pool's nursery. A caller `acquire`s one call slot (a session
-with room for one more call in flight) and `release`s it when the call ended. Slots are
-handed to waiters strictly in arrival order; a waiter gives up at its deadline
-(`WorkerUnavailable`). A session that dies is dropped at once and replaced; one that used
-its call budget (``max_calls``, the grant's per-session budget) or nears the end of its
-lifetime is retired: it takes no new call and is closed gracefully once idle.
+Every session lives in the pool's nursery. A slot is room for one more call in flight on
+a session. Who wants one is a `SlotTaker`: a call (`supervisor.workers.calls.Call`) takes
+a free slot at once (`give_now`) or waits in line (`wait_in_line`) and is handed the next
+slot that frees, in the step that frees it (`release`: the call is dispatched there and
+then, no task is woken for it); a task can also `acquire` a slot and `release` it. Slots
+are handed strictly in arrival order; a call's wait is bounded by its own timer, a
+task's by its deadline (`WorkerUnavailable`). A session that dies is dropped at once and
+replaced; one that used its call budget (``max_calls``, the grant's per-session budget)
+or nears the end of its lifetime is retired: it takes no new call and is closed
+gracefully once idle.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 import anyio
 import anyio.abc
@@ -34,13 +39,45 @@ class WorkerUnavailable(Exception):
     """No worker could take the call in time (or workers fail to start); says why."""
 
 
+class SlotTaker(Protocol):
+    """Who waits in line for a slot."""
+
+    @property
+    def waiting(self) -> bool:
+        """Still in line (one that is not is skipped)."""
+        ...
+
+    def take_slot(self, session: Session) -> bool:
+        """Use a slot of ``session``; False if it did not (the slot goes on)."""
+        ...
+
+    def fail_slot(self, why: str) -> None:
+        """No slot will come (no worker can start, or the pool closes)."""
+        ...
+
+
 class _Waiter:
+    """A task waiting in `Pool.acquire`."""
+
     __slots__ = ("error", "event", "session")
 
     def __init__(self, event: Signal) -> None:
         self.event = event
         self.session: Session | None = None
         self.error: str | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self.session is None and self.error is None
+
+    def take_slot(self, session: Session) -> bool:
+        self.session = session
+        self.event.set()
+        return True
+
+    def fail_slot(self, why: str) -> None:
+        self.error = why
+        self.event.set()
 
 
 class Pool:
@@ -71,7 +108,7 @@ class Pool:
         self._load: dict[Session, int] = {}  # slots held by callers
         self._leases: dict[Session, int] = {}  # slots ever handed out
         self._free: deque[Session] = deque()  # one entry per free slot (may be stale)
-        self._waiters: deque[_Waiter] = deque()
+        self._waiters: deque[SlotTaker] = deque()
         self._failures = 0
         self._last_error: str | None = None
         self._closing = False
@@ -101,13 +138,6 @@ class Pool:
                     raise SessionStartError(self._last_error or "no session started")
             task_status.started(self)
             await anyio.sleep_forever()
-
-    async def cancel_calls(self) -> None:
-        """Cancel every call in flight on every session cooperatively; returns when each
-        has ended (the shutdown's first half: then the sessions are idle and close well)."""
-        async with anyio.create_task_group() as group:
-            for session in self._sessions | self._retiring:
-                group.start_soon(session.cancel_all)
 
     async def aclose(self) -> None:
         """Refuse new calls, then close every session (gracefully where idle)."""
@@ -139,6 +169,41 @@ class Pool:
             return None
         return self._take_free(now)
 
+    def give_now(self, taker: SlotTaker, now: float) -> bool:
+        """Hand ``taker`` a free slot at once if nobody waits in line; True if it took
+        one (False: it is still waiting, or it no longer wants one)."""
+        if self._closing or self._waiters:
+            return False
+        while taker.waiting:
+            session = self._take_free(now)
+            if session is None:
+                return False
+            if taker.take_slot(session):
+                return True
+            self.release(session)  # not used: free again (or retired)
+        return False
+
+    def wait_in_line(self, taker: SlotTaker) -> None:
+        """Queue ``taker`` for the next slot that frees (more sessions start if needed)."""
+        if self._closing:
+            taker.fail_slot("the supervisor is shutting down")
+            return
+        self._waiters.append(taker)
+        self._grow()
+
+    def withdraw(self, taker: SlotTaker) -> None:
+        """``taker`` leaves the line (it gave up, or it was resolved otherwise)."""
+        with _suppress_value_error():
+            self._waiters.remove(taker)
+
+    def unavailable(self) -> str:
+        """Why a wait in line ran out: one line for the caller."""
+        return (
+            f"no worker became free in time ({len(self._waiters)} calls waiting, "
+            f"{self.alive} of {self.size} sessions alive)"
+            + (f"; last start failure: {self._last_error}" if self._last_error else "")
+        )
+
     async def acquire(self, deadline: float = math.inf) -> Session:
         """One call slot, in FIFO order; `WorkerUnavailable` at ``deadline``."""
         if self._closing:
@@ -148,28 +213,24 @@ class Pool:
             if session is not None:
                 return session
         waiter = _Waiter(self._event())
-        self._waiters.append(waiter)
-        self._grow()
+        self.wait_in_line(waiter)
         try:
             with anyio.CancelScope(deadline=deadline):
                 await waiter.event.wait()
         except BaseException:
             if waiter.session is not None:
                 self.release(waiter.session)
+            else:
+                self.withdraw(waiter)
             waiter.error = "gave up"
             raise
         if waiter.session is not None:
             return waiter.session
-        waiter.error = waiter.error or "timed out"
-        if waiter.event.is_set():  # failed by the pool (start failures, shutdown)
+        if waiter.error is not None:  # failed by the pool (start failures, shutdown)
             raise WorkerUnavailable(waiter.error)
-        with _suppress_value_error():
-            self._waiters.remove(waiter)
-        raise WorkerUnavailable(
-            f"no worker became free in time ({len(self._waiters)} calls waiting, "
-            f"{self.alive} of {self.size} sessions alive)"
-            + (f"; last start failure: {self._last_error}" if self._last_error else "")
-        )
+        self.withdraw(waiter)
+        waiter.error = "timed out"
+        raise WorkerUnavailable(self.unavailable())
 
     def release(self, session: Session) -> None:
         """Give a slot back; retire or replace the session as needed."""
@@ -207,16 +268,22 @@ class Pool:
             self._retire(session)
 
     def _offer(self, session: Session) -> None:
-        """One free slot of ``session``: to the first live waiter, else to the free list."""
+        """One free slot of ``session``: to the first taker in line (in this step), else
+        to the free list."""
         waiters = self._waiters
         while waiters:
-            waiter = waiters.popleft()
-            if waiter.error is not None:
+            taker = waiters.popleft()
+            if not taker.waiting:
                 continue
-            waiter.session = session
             self._lease(session)
-            waiter.event.set()
-            return
+            if taker.take_slot(session):
+                return
+            self._load[session] -= 1  # not used
+            if taker.waiting:  # the session could not take it: the taker keeps its place
+                waiters.appendleft(taker)
+            if session.state != "ready" or session not in self._sessions:
+                self._maybe_close_retired(session)
+                return
         self._free.append(session)
 
     def _should_retire(self, session: Session) -> bool:
@@ -267,7 +334,7 @@ class Pool:
 
     def _demand(self) -> int:
         """Sessions the waiters need beyond the free slots."""
-        waiting = sum(1 for w in self._waiters if w.error is None)
+        waiting = len(self._waiters)
         return math.ceil(waiting / self.max_in_flight) if waiting else 0
 
     async def _start_one(self, warming: bool) -> None:
@@ -317,10 +384,9 @@ class Pool:
 
     def _fail_waiters(self, why: str) -> None:
         waiters, self._waiters = self._waiters, deque()
-        for waiter in waiters:
-            if waiter.error is None and waiter.session is None:
-                waiter.error = why
-                waiter.event.set()
+        for taker in waiters:
+            if taker.waiting:
+                taker.fail_slot(why)
 
 
 class _suppress_value_error:

@@ -3,16 +3,18 @@
 `Session.run` owns one nursery, the session's, whose tasks each own one thing:
 
 - ``_reader``: fd 4; a bounded `LineReader`, then `HostConnection.receive`, then routes
-  each event to its call (the disarm happens here, with no checkpoint in between);
+  each event to its call's owner (`CallOwner`: the disarm and the ledger transition
+  happen there, with no checkpoint in between); what the calls send meanwhile (the next
+  call in line takes the slot a result freed) leaves in one write per wake-up;
 - ``_writer``: fd 3; writes queued lines in order, coalescing what is queued together;
 - ``_drain`` x2: stdout and stderr into bounded captures (diagnostics only);
 - ``_wait_process``: the exit of the worker; an exit we did not ask for poisons;
 - ``_timer``: the session's lifetime deadline (from spawn) and idle ``ping`` liveness.
 
-A call's watchdog runs in the task that waits for the call (`Session.supervise`):
-deadline, then ``cancel``, then ``grace`` for ``acknowledged``, then `kill`. `kill`
-poisons the session for good: every call in flight ends ``indeterminate`` at once and
-the sandbox is torn down; the pool replaces the session with a fresh id and key.
+A call's watchdog is its owner's (`supervisor.workers.calls`): the session queues its
+``invoke`` and its ``cancel`` and reports what arrives. `kill` poisons the session for
+good: every call in flight ends ``indeterminate`` at once and the sandbox is torn down;
+the pool replaces the session with a fresh id and key.
 """
 
 from __future__ import annotations
@@ -30,18 +32,12 @@ import anyio
 import anyio.abc
 
 from supervisor._fdwrite import write_now
-from supervisor._loop import Signal, current_loop
+from supervisor._loop import current_loop
 from supervisor.workers.launcher import Launcher, SpawnedWorker, start_worker
 from supervisor.workers.pipes import PipeStream
 from supervisor.workers.secrets import Redactor
 from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
-from supervisor.workers.watchdog import (
-    DEFAULT_CANCEL_GRACE,
-    DEFAULT_HOST_CANCEL_GRACE,
-    CallEnd,
-    CallWatch,
-    CancelReason,
-)
+from supervisor.workers.watchdog import DEFAULT_CANCEL_GRACE, DEFAULT_HOST_CANCEL_GRACE
 from supervisor.workers.worker_journal import GroupJournal
 from worker_runtime.protocol.bootstrap import encode_bootstrap
 from worker_runtime.protocol.errors import ConnectionDead, ProtocolError, Refused
@@ -113,14 +109,22 @@ class SessionConfig:
     journal: GroupJournal | None = None
 
 
-class CallListener(Protocol):
-    """Who hears about one call; called synchronously from the session's tasks."""
+class CallOwner(Protocol):
+    """Who hears about one call in flight; called synchronously from the session's
+    reader (or from `Session.kill`), exactly one end per call."""
+
+    tool: str
 
     def on_chunk(self, index: int, text: str) -> None: ...
 
-    def on_cancelling(self, reason: CancelReason) -> None: ...
+    def on_result(self, value: Any, size: int, now: float) -> None: ...
 
-    def on_end(self, end: CallEnd) -> None: ...
+    def on_error(self, code: str, message: str, retryable: bool, size: int, now: float) -> None:
+        """An adapter error; ``size`` is its message's bytes."""
+
+    def on_acknowledged(self, now: float) -> None: ...
+
+    def on_killed(self, reason: str, now: float) -> None: ...
 
 
 class Capture:
@@ -146,41 +150,6 @@ class Capture:
 
     def text(self) -> str:
         return self.kept.decode(errors="replace")
-
-
-class SessionCall:
-    """One call on one session, from its ``invoke`` to its `CallEnd`."""
-
-    __slots__ = (
-        "cancel_sent",
-        "chunks",
-        "end",
-        "ended",
-        "input_bytes",
-        "listener",
-        "rid",
-        "tool",
-        "watch",
-    )
-
-    def __init__(
-        self,
-        rid: str,
-        tool: str,
-        watch: CallWatch,
-        listener: CallListener,
-        input_bytes: int,
-        ended: Signal,
-    ) -> None:
-        self.rid = rid
-        self.tool = tool
-        self.watch = watch
-        self.listener = listener
-        self.input_bytes = input_bytes
-        self.chunks = 0
-        self.cancel_sent = False
-        self.end: CallEnd | None = None
-        self.ended = ended
 
 
 State = Literal["new", "ready", "closing", "failing", "closed", "dead"]
@@ -220,11 +189,13 @@ class Session:
         self._peak_read_at = -math.inf
         self.stdout = Capture(config.keep_diagnostics)
         self.stderr = Capture(config.keep_diagnostics)
-        self._calls: dict[str, SessionCall] = {}
+        self._calls: dict[str, CallOwner] = {}
         self._pings: dict[str, anyio.Event] = {}
         self._reconciles: dict[str, tuple[anyio.Event, list[ReconcileAnswered]]] = {}
         self._outbox, self._outbox_recv = anyio.create_memory_object_stream[bytes](math.inf)
         self._unsent = 0  # chunks queued for the writer task, not yet written
+        #: While the reader handles what one read brought: lines to send, written once.
+        self._batch: list[bytes] | None = None
         self._write_fd = -1  # fd 3's host end, for direct writes while nothing is queued
         self._settled = anyio.Event()  # ready, or dead before ready
         self._exited = anyio.Event()
@@ -248,6 +219,11 @@ class Session:
     @property
     def in_flight(self) -> int:
         return len(self._calls)
+
+    @property
+    def can_send(self) -> bool:
+        """Whether a ``cancel`` can still be sent (ready, or closing)."""
+        return self.state == "ready" or self.state == "closing"
 
     @property
     def pid(self) -> int | None:
@@ -332,7 +308,7 @@ class Session:
 
     def calls_in_flight(self) -> list[tuple[str, str]]:
         """(tool, rid) of each call in flight (the network proxy charges them)."""
-        return [(call.tool, call.rid) for call in self._calls.values()]
+        return [(call.tool, rid) for rid, call in self._calls.items()]
 
     def _start_failure(self) -> str:
         why = self.end_reason or "unknown"
@@ -376,11 +352,16 @@ class Session:
                 self._spawned.kill(reason)
             except Exception:
                 log.exception("session %s: kill failed", self.id)
+        if self._on_dead is not None:  # out of the pool before its slots come back
+            self._on_dead(self)
         now = self._now()
         calls = list(self._calls.values())
         self._calls.clear()
         for call in calls:
-            self._end(call, CallEnd(kind="indeterminate", at=now, reason=reason))
+            try:
+                call.on_killed(reason, now)
+            except Exception:
+                log.exception("session %s: a call's owner failed", self.id)
         self._settled.set()
         for event in self._pings.values():
             event.set()
@@ -389,8 +370,6 @@ class Session:
         self._outbox.close()
         if not self._run_entered:
             self._reaped.set()  # nothing was spawned, nothing will be
-        if self._on_dead is not None:
-            self._on_dead(self)
 
     async def wait_reaped(self, timeout: float | None = None) -> bool:
         """Wait until nothing of the worker's sandbox is alive; False on timeout."""
@@ -427,26 +406,26 @@ class Session:
 
     def begin(
         self,
+        owner: CallOwner,
         tool: str,
         value: Any,
-        *,
         idempotency_key: str,
         attempt: int,
         deadline: float | None,
-        listener: CallListener,
-    ) -> SessionCall:
-        """Arm the call's watchdog, then queue its ``invoke``. Raises `Refused` (nothing
-        sent, the session lives on) or `SessionUnusable`."""
+    ) -> tuple[str, int]:
+        """Queue a call's ``invoke``; ``owner`` hears what becomes of it. Returns the rid
+        and the input's size. Raises `Refused` (nothing sent, the session lives on) or
+        `SessionUnusable`."""
         if self.state != "ready":
             raise SessionUnusable(f"session {self.id} is {self.state}")
-        watch = CallWatch(deadline)
         deadline_ms = None
         if deadline is not None:
             deadline_ms = max(0, math.ceil((deadline - self._now()) * 1000))
         journal = self.config.journal
         journal_key = None if journal is None else journal.key_for(tool, idempotency_key)
+        conn = self.conn
         try:
-            rid, line = self.conn.invoke(
+            rid, line = conn.invoke(
                 tool,
                 value,
                 idempotency_key=idempotency_key,
@@ -458,85 +437,22 @@ class Session:
             raise SessionUnusable(f"session {self.id}: {exc}") from exc
         if journal is not None and journal_key is not None and attempt == 1:
             journal.note_new()
-        sent = self.conn.call(rid)
+        sent = conn.call(rid)
         assert sent is not None
-        call = SessionCall(rid, tool, watch, listener, sent.input_bytes, self._loop.event())
-        self._calls[rid] = call
+        self._calls[rid] = owner
         self.calls_started += 1
         self._send(line)
-        return call
+        return rid, sent.input_bytes
 
-    async def supervise(self, call: SessionCall) -> CallEnd:
-        """Wait for the call's end, enforcing its deadline. A cancellation of the
-        caller becomes a cooperative ``cancel`` (shielded, with the grace), then
-        propagates. An end that killed the session returns only once it was reaped."""
+    def send_cancel(self, rid: str) -> None:
+        """Queue a cooperative ``cancel`` of call ``rid`` (nothing if it cannot be sent:
+        the caller's grace then runs into the kill)."""
         try:
-            if not call.ended.is_set():
-                wake = call.watch.wake_at()
-                if wake == math.inf:
-                    await call.ended.wait()
-                else:
-                    with anyio.CancelScope(deadline=wake):
-                        await call.ended.wait()
-                    if not call.ended.is_set():
-                        await self._stop(call, "deadline")
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._stop(call, "host_cancel")
-                await self._reaped_if_killed(call)
-            raise
-        await self._reaped_if_killed(call)
-        assert call.end is not None
-        return call.end
-
-    async def cancel(self, call: SessionCall) -> None:
-        """Cancel one call cooperatively (for a caller other than the waiting task)."""
-        await self._stop(call, "host_cancel")
-
-    async def cancel_all(self) -> None:
-        """Cancel every call in flight cooperatively, all at once; returns when each has
-        ended (acknowledged, or the session killed after the grace)."""
-        calls = list(self._calls.values())
-        if calls:
-            async with anyio.create_task_group() as group:
-                for call in calls:
-                    group.start_soon(self.cancel, call)
-
-    async def _stop(self, call: SessionCall, reason: CancelReason) -> None:
-        """Send ``cancel``, give it the grace to be acknowledged, else kill the sandbox."""
-        if call.ended.is_set():
-            return
-        config = self.config
-        grace = config.host_cancel_grace if reason == "host_cancel" else config.cancel_grace
-        grace_until = call.watch.begin_cancel(reason, self._now(), grace)
-        if not call.cancel_sent and self.state in ("ready", "closing"):
-            call.cancel_sent = True
-            try:
-                call.listener.on_cancelling(reason)
-            except Exception:
-                log.exception("session %s: cancel listener failed", self.id)
-            try:
-                _, line = self.conn.cancel(call.rid)
-            except (Refused, ProtocolError) as exc:
-                log.debug("session %s: cancel of %s refused: %s", self.id, call.rid, exc)
-            else:
-                self._send(line)
-        with anyio.CancelScope(deadline=grace_until):
-            await call.ended.wait()
-        if not call.ended.is_set():
-            self.kill(reason)
-
-    async def _reaped_if_killed(self, call: SessionCall) -> None:
-        if call.end is not None and call.end.kind == "indeterminate" and self.state == "dead":
-            await self.wait_reaped()
-
-    def _end(self, call: SessionCall, end: CallEnd) -> None:
-        call.end = end
-        try:
-            call.listener.on_end(end)
-        except Exception:
-            log.exception("session %s: call listener failed", self.id)
-        call.ended.set()
+            _, line = self.conn.cancel(rid)
+        except (Refused, ProtocolError) as exc:
+            log.debug("session %s: cancel of %s refused: %s", self.id, rid, exc)
+        else:
+            self._send(line)
 
     # -- liveness and reconciliation -------------------------------------------------------
 
@@ -597,10 +513,24 @@ class Session:
         the pipe did not take: a lone call then costs no task switch. With more calls in
         flight the writer task coalesces what they queue into one write (fewer syscalls
         and fewer wake-ups of the worker)."""
-        if self._unsent == 0 and self._write_fd >= 0 and len(self._calls) <= 1:
+        batch = self._batch
+        if batch is not None:  # the reader writes it with the rest of this wake-up
+            batch.append(data)
+            return
+        if len(self._calls) <= 1:
+            self._write(data)
+        else:
+            self._queue(data)
+
+    def _write(self, data: bytes) -> None:
+        """Write at once what the pipe takes, if nothing waits for the writer task."""
+        if self._unsent == 0 and self._write_fd >= 0:
             data = write_now(self._write_fd, data)
             if not data:
                 return
+        self._queue(data)
+
+    def _queue(self, data: bytes) -> None:
         self._unsent += 1
         with contextlib.suppress(anyio.ClosedResourceError):
             self._outbox.send_nowait(data)
@@ -665,13 +595,20 @@ class Session:
     def _take_lines(self, reader: LineReader) -> None:
         receive = self.conn.receive
         route = self._route
-        while self.state != "dead":
-            line = reader.next_line()
-            if line is None:
-                return
-            event = receive(line)
-            if event is not None:
-                route(event)
+        batch: list[bytes] = []
+        self._batch = batch
+        try:
+            while self.state != "dead":
+                line = reader.next_line()
+                if line is None:
+                    break
+                event = receive(line)
+                if event is not None:
+                    route(event)
+        finally:
+            self._batch = None
+            if batch and self.state != "dead":
+                self._write(batch[0] if len(batch) == 1 else b"".join(batch))
 
     async def _on_eof(self) -> None:
         try:
@@ -690,73 +627,61 @@ class Session:
 
     def _route(self, event: HostEvent) -> None:
         kind = type(event)
-        if kind is ResultReceived or kind is ErrorReceived or kind is CancelAcknowledged:
-            self._terminal(event)  # type: ignore[arg-type]
-        elif kind is ChunkReceived:
-            assert isinstance(event, ChunkReceived)
-            call = self._calls.get(event.rid)
-            if call is not None:
-                call.chunks += 1
-                redact = self.config.redact
-                text = event.text if redact is None else redact.text(event.text)
-                try:
-                    call.listener.on_chunk(event.index, text)
-                except Exception:
-                    log.exception("session %s: chunk listener failed", self.id)
-        elif kind is CancelUnsupported:
-            pass  # the call runs on; its watchdog kills it when the grace is over
-        elif kind is PongReceived:
-            assert isinstance(event, PongReceived)
-            waiter = self._pings.get(event.nonce)
-            if waiter is not None:
-                waiter.set()
-        elif kind is ReconcileAnswered:
-            assert isinstance(event, ReconcileAnswered)
-            waiting = self._reconciles.get(event.rid)
-            if waiting is not None:  # checked and redacted by `reconcile`
-                waiting[1].append(event)
-                waiting[0].set()
-        elif kind is WorkerReady and self.state == "new":
-            assert isinstance(event, WorkerReady)
-            self.tools = {spec.name: spec for spec in event.tools}
-            self.state = "ready"
-            self._settled.set()
-
-    def _terminal(self, event: ResultReceived | ErrorReceived | CancelAcknowledged) -> None:
-        call = self._calls.pop(event.rid, None)
-        if call is None:  # the connection only returns terminals of calls it tracks
-            return
-        now = self._now()
-        if isinstance(event, CancelAcknowledged):
-            verdict = call.watch.judge("acknowledged", now)
-            self._end(call, CallEnd(kind=verdict, at=now))  # type: ignore[arg-type]
-            return
-        kind: Literal["result", "error"] = (
-            "result" if isinstance(event, ResultReceived) else "error"
-        )
-        if call.watch.judge(kind, now) == "late":
-            self._end(call, CallEnd(kind="indeterminate", at=now, reason="deadline"))
-            self.kill("deadline")
-            return
-        redact = self.config.redact
-        if isinstance(event, ResultReceived):
-            value = event.payload.value
-            end = CallEnd(
-                kind="result",
-                at=now,
-                value=value if redact is None else redact.value(value),
-                output_bytes=payload_size(event.payload),
-            )
-        else:
-            end = CallEnd(
-                kind="error",
-                at=now,
-                code=event.code if redact is None else redact.text(event.code),
-                message=event.message if redact is None else redact.text(event.message),
-                retryable=event.retryable,
-                output_bytes=len(event.message.encode()),
-            )
-        self._end(call, end)
+        try:
+            if kind is ResultReceived:
+                assert isinstance(event, ResultReceived)
+                call = self._calls.pop(event.rid, None)
+                if call is not None:  # the connection only returns calls it tracks
+                    now = self._now()
+                    payload = event.payload
+                    value = payload.value
+                    redact = self.config.redact
+                    if redact is not None:
+                        value = redact.value(value)
+                    call.on_result(value, payload_size(payload), now)
+            elif kind is ChunkReceived:
+                assert isinstance(event, ChunkReceived)
+                call = self._calls.get(event.rid)
+                if call is not None:
+                    redact = self.config.redact
+                    text = event.text if redact is None else redact.text(event.text)
+                    call.on_chunk(event.index, text)
+            elif kind is ErrorReceived:
+                assert isinstance(event, ErrorReceived)
+                call = self._calls.pop(event.rid, None)
+                if call is not None:
+                    now = self._now()
+                    code, message = event.code, event.message
+                    size = len(message.encode())
+                    redact = self.config.redact
+                    if redact is not None:
+                        code, message = redact.text(code), redact.text(message)
+                    call.on_error(code, message, event.retryable, size, now)
+            elif kind is CancelAcknowledged:
+                assert isinstance(event, CancelAcknowledged)
+                call = self._calls.pop(event.rid, None)
+                if call is not None:
+                    call.on_acknowledged(self._now())
+            elif kind is CancelUnsupported:
+                pass  # the call runs on; its watchdog kills it when the grace is over
+            elif kind is PongReceived:
+                assert isinstance(event, PongReceived)
+                waiter = self._pings.get(event.nonce)
+                if waiter is not None:
+                    waiter.set()
+            elif kind is ReconcileAnswered:
+                assert isinstance(event, ReconcileAnswered)
+                waiting = self._reconciles.get(event.rid)
+                if waiting is not None:  # checked and redacted by `reconcile`
+                    waiting[1].append(event)
+                    waiting[0].set()
+            elif kind is WorkerReady and self.state == "new":
+                assert isinstance(event, WorkerReady)
+                self.tools = {spec.name: spec for spec in event.tools}
+                self.state = "ready"
+                self._settled.set()
+        except Exception:
+            log.exception("session %s: a call's owner failed on %s", self.id, kind.__name__)
 
     async def _drain(
         self, stream: PipeStream, capture: Capture, hear: Callable[[bytes], None] | None
@@ -841,10 +766,9 @@ def _signal_name(number: int) -> str:
 
 
 __all__ = [
-    "CallListener",
+    "CallOwner",
     "Capture",
     "Session",
-    "SessionCall",
     "SessionConfig",
     "SessionError",
     "SessionStartError",

@@ -1,15 +1,19 @@
 """`Supervisor`: sandboxed workers behind one ``await sup.invoke(tool, value)``.
 
-Every call is an operation of the supervisor's `Ledger`: ``start`` (reserve, with the
-call's deadline and idempotency key), a slot from the `Pool` (FIFO, bounded wait),
-``claim``, the session's ``invoke`` under its watchdog, then exactly one of
-``complete``/``fail``/``confirm_cancellation``, or ``mark_indeterminate`` (the operation
-stays pending until reconciled or expired: never re-dispatched silently). A retryable
-adapter error is retried with the same idempotency key while attempts and deadline allow.
-Each call ends in one `Outcome` and one audit event.
+The supervisor keeps the configuration (`SupervisorConfig`), the tool groups with their
+pools, the ledger, the audit hub and one task group; each call is its own `Call`
+(supervisor.workers.calls), which moves it through its lifecycle (admit, claim, dispatch,
+chunks, cancel, deadline, retry, resolve) as things happen to it. Every call is an
+operation of the supervisor's `Ledger`: ``start`` here (with the call's deadline and
+idempotency key), then ``claim`` and exactly one of
+``complete``/``fail``/``confirm_cancellation``/``cancel``, or ``mark_indeterminate`` (the
+operation stays pending until reconciled or expired: never re-dispatched silently).
+The task that called ``invoke`` (or a handle's task, for ``start``) wakes once, when the
+call is resolved, and returns its `Outcome`, after one audit event.
 
-The supervisor's nursery holds the pool (every session's nursery inside it), the expiry
-of indeterminate operations, and the calls started with `start`.
+The supervisor's task group holds the pools (every session's task group inside them), the
+clock that times every call (`Timers`: the wait for a worker, deadlines, graces,
+back-offs), the expiry of indeterminate operations, and the calls started with `start`.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import anyio
 import anyio.abc
@@ -36,26 +40,26 @@ from supervisor.ledger import (
     AlreadyRegistered,
     AuditEvent,
     Compaction,
-    DeadlineElapsed,
     Ledger,
     LedgerError,
     LedgerOutcome,
     ReconcileStatus,
-    RetryClass,
     ToolPolicy,
     UnknownTool,
 )
 from supervisor.ledger.audit import TERMINAL_KINDS
 from supervisor.ledger.policy import check_id
 from supervisor.workers.call_audit import AuditHub, AuditStream, CallEvent
-from supervisor.workers.calls import CallHandle, ChunkCallback, SupervisedCall
+from supervisor.workers.calls import Call, CallHandle, CallHost, ChunkCallback
+from supervisor.workers.config import SupervisorConfig, SupervisorOptions, check_seconds
 from supervisor.workers.group import GroupRuntime
-from supervisor.workers.groups import DEFAULT_GROUP, ToolGroup, check_groups, route
+from supervisor.workers.groups import DEFAULT_GROUP, ToolGroup, route
 from supervisor.workers.local_calls import LedgerLocalAudit
 from supervisor.workers.mcp_worker import script_output
 from supervisor.workers.outcome import Outcome
 from supervisor.workers.pool import Pool, WorkerUnavailable
 from supervisor.workers.session import Session, SessionConfig, SessionUnusable
+from supervisor.workers.timers import Timers
 from supervisor.workers.tool_callbacks import (
     Decoder,
     Encoder,
@@ -64,9 +68,7 @@ from supervisor.workers.tool_callbacks import (
     from_any_loop,
 )
 from supervisor.workers.tool_inputs import InputChecker
-from supervisor.workers.worker_journal import DEFAULT_LIMIT as DEFAULT_JOURNAL_LIMIT
 from supervisor.workers.worker_journal import JournalTampered, WorkerJournals
-from worker_runtime.protocol.errors import Refused
 from worker_runtime.protocol.messages import (
     CancelledState,
     Failed,
@@ -79,13 +81,11 @@ from worker_runtime.protocol.messages import (
 
 log = logging.getLogger(__name__)
 
-#: Refusals that mean "this session is used up", not "this call is wrong".
-_SESSION_EXHAUSTED = frozenset(
-    {"call_budget_exhausted", "id_capacity_exhausted", "too_many_in_flight", "sequence_exhausted"}
-)
 #: Seconds an indeterminate operation's expiry waits past its deadline, so that a call
 #: still in its cancel grace or reap is never expired under its own feet.
 EXPIRY_SLACK = 1.0
+#: The first five arguments of `Supervisor` as given when ``config=`` is.
+_SHORTHAND: tuple[Any, ...] = ((), None, 1, 1, None)
 SHUTDOWN_TIMEOUT = 10.0
 
 
@@ -104,11 +104,12 @@ class JournalFull(SupervisorError):
 class Supervisor:
     """Runs tool calls in pooled, sandboxed workers, one `Outcome` per call.
 
-    ``groups``: `ToolGroup` values, each with its tools, sandbox policy (binds, network
-    allowlist, limits), pool, secrets and overrides; each call goes to its tool's group,
-    and two groups' workers share nothing. The one-group arguments are the shorthand for
-    a group named ``default``: ``adapters``: ``MODULE:ATTR`` registries for ``python -m
-    worker_runtime`` (their tools are described in a sandbox at start); or
+    Configured by a `SupervisorConfig` (``config=``), or by the keyword arguments it is
+    made of (`SupervisorConfig.of`): ``groups``, `ToolGroup` values, each with its tools,
+    sandbox policy (binds, network allowlist, limits), pool, secrets and overrides (each
+    call goes to its tool's group; two groups' workers share nothing); or the one-group
+    shorthand for a group named ``default``: ``adapters``: ``MODULE:ATTR`` registries for
+    ``python -m worker_runtime`` (their tools are described in a sandbox at start), or
     ``worker_argv``: any program speaking the protocol on fds 3/4, which then needs
     ``tools`` (`ToolPolicy` per tool). ``tools`` also overrides the defaults of described
     tools; ``redactors`` maps a tool to the function its chunks pass. ``on_network``
@@ -124,115 +125,54 @@ class Supervisor:
         max_in_flight: int = 1,
         worker_argv: Sequence[str] | None = None,
         *,
-        mcp_server: Sequence[str] | None = None,
-        tool_prefix: str = "",
-        tools: Sequence[ToolPolicy] = (),
-        pool_min: int | None = None,
-        max_calls_per_worker: int | None = None,
-        acquire_timeout: float = 30.0,
-        cancel_grace: float | None = None,
-        start_timeout: float = 10.0,
-        session_lifetime: float | None = 3600.0,
-        ping_interval: float | None = 30.0,
-        max_pending: int = 4096,
-        ledger_path: str | os.PathLike[str] | None = None,
-        audit_log: str | os.PathLike[str] | None = None,
-        on_audit: Callable[[CallEvent], None] | None = None,
-        retry_backoff: float = 0.05,
-        reconcile_timeout: float = 5.0,
-        frame_timeout: float | None = 5.0,
-        groups: Sequence[ToolGroup] = (),
-        redactors: Mapping[str, Callable[[str], str]] | None = None,
-        on_network: Callable[[NetEvent], None] | None = None,
-        journal_dir: str | os.PathLike[str] | None = None,
-        journal_limit: int = DEFAULT_JOURNAL_LIMIT,
-        reconcile_on_start: bool = True,
+        config: SupervisorConfig | None = None,
+        **options: Unpack[SupervisorOptions],
     ) -> None:
-        one_group = {
-            "adapters": bool(adapters),
-            "policy": policy is not None,
-            "pool_size": pool_size != 1,
-            "max_in_flight": max_in_flight != 1,
-            "worker_argv": worker_argv is not None,
-            "mcp_server": mcp_server is not None,
-            "tool_prefix": bool(tool_prefix),
-            "tools": bool(tools),
-            "pool_min": pool_min is not None,
-            "max_calls_per_worker": max_calls_per_worker is not None,
-            "redactors": bool(redactors),
-        }
-        if groups:
-            given = [name for name, set_ in one_group.items() if set_]
-            if given:
-                raise ValueError(
-                    f"give groups=[...] or the one-group arguments, not both ({', '.join(given)} "
-                    "belong in a ToolGroup)"
-                )
-        else:
-            groups = [
-                ToolGroup(
-                    DEFAULT_GROUP,
-                    adapters=adapters,
-                    worker_argv=worker_argv,
-                    mcp_server=mcp_server,
-                    tool_prefix=tool_prefix,
-                    policy=policy if policy is not None else SandboxPolicy(),
-                    pool_size=pool_size,
-                    pool_min=pool_min,
-                    max_in_flight=max_in_flight,
-                    max_calls_per_worker=max_calls_per_worker,
-                    tools=tools,
-                    redactors=redactors or {},
-                )
-            ]
-        self.groups: dict[str, ToolGroup] = {g.name: g for g in check_groups(groups)}
-        for name, value in (
-            ("acquire_timeout", acquire_timeout),
-            ("start_timeout", start_timeout),
-            ("reconcile_timeout", reconcile_timeout),
-        ):
-            _check_seconds(name, value)
-        if cancel_grace is not None and not (
-            isinstance(cancel_grace, int | float) and 0 <= cancel_grace < math.inf
-        ):
-            raise ValueError("cancel_grace must be a number of seconds >= 0")
-        for name, maybe in (
-            ("session_lifetime", session_lifetime),
-            ("ping_interval", ping_interval),
-            ("frame_timeout", frame_timeout),
-        ):
-            if maybe is not None:
-                _check_seconds(name, maybe)
-        self.acquire_timeout = acquire_timeout
+        if config is None:
+            config = SupervisorConfig.of(
+                adapters, policy, pool_size, max_in_flight, worker_argv, **options
+            )
+        elif options or (adapters, policy, pool_size, max_in_flight, worker_argv) != _SHORTHAND:
+            raise ValueError("give config=SupervisorConfig(...) or the arguments, not both")
+        elif not isinstance(config, SupervisorConfig):
+            raise TypeError("config must be a SupervisorConfig")
+        self.config = config
+        self.groups: dict[str, ToolGroup] = {g.name: g for g in config.groups}
+        self.acquire_timeout = config.acquire_timeout
         #: None: each group's kind decides (`DEFAULT_CANCEL_GRACE`, an MCP server's less)
-        self.cancel_grace = None if cancel_grace is None else float(cancel_grace)
-        self.start_timeout = start_timeout
-        self.session_lifetime = session_lifetime
-        self.ping_interval = ping_interval
-        self.retry_backoff = retry_backoff
-        self.reconcile_timeout = reconcile_timeout
-        self.frame_timeout = frame_timeout
-        self._max_pending = max_pending
-        self._ledger_path = ledger_path
-        if journal_dir is None and ledger_path is not None:  # as durable as the ledger
-            journal_dir = f"{os.fspath(ledger_path)}.workers"
+        self.cancel_grace = None if config.cancel_grace is None else float(config.cancel_grace)
+        self.start_timeout = config.start_timeout
+        self.session_lifetime = config.session_lifetime
+        self.ping_interval = config.ping_interval
+        self.retry_backoff = config.retry_backoff
+        self.reconcile_timeout = config.reconcile_timeout
+        self.frame_timeout = config.frame_timeout
+        journal_dir = config.journal_dir
+        if journal_dir is None and config.ledger_path is not None:  # as durable as the ledger
+            journal_dir = f"{os.fspath(config.ledger_path)}.workers"
         #: The worker journals' root (made only if a group serves an effectful tool).
-        self.journals = WorkerJournals(journal_dir, limit=journal_limit)
-        self.reconcile_on_start = reconcile_on_start
-        self._audit = AuditHub(audit_log, () if on_audit is None else (on_audit,))
-        if on_network is not None:
-            self._audit.add_network_callback(on_network)
+        self.journals = WorkerJournals(journal_dir, limit=config.journal_limit)
+        self.reconcile_on_start = config.reconcile_on_start
+        on_audit = config.on_audit
+        self._audit = AuditHub(config.audit_log, () if on_audit is None else (on_audit,))
+        if config.on_network is not None:
+            self._audit.add_network_callback(config.on_network)
         self._policies: dict[str, ToolPolicy] = {}
         self._specs: dict[str, ToolSpec] = {}
         self._inputs = InputChecker(())
         self._ledger: Ledger | None = None
+        self._host: CallHost | None = None
         self._runtimes: dict[str, GroupRuntime] = {}
         self._home: dict[str, GroupRuntime] = {}  # tool -> its group
         self._spawner: Spawner | None = None
         self._nursery: anyio.abc.TaskGroup | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._state = "new"
-        self._handles: set[CallHandle] = set()
+        #: Calls admitted and not yet concluded (the close cancels them).
+        self._calls: set[Call] = set()
+        self._timers = Timers()
+        self._timer_scope: anyio.CancelScope | None = None
+        self._timer_wake = math.inf
         self._indeterminate: dict[int, float | None] = {}
         #: made in the loop that runs the supervisor (an event belongs to one loop)
         self._expiry_kick: anyio.Event | None = None
@@ -250,7 +190,8 @@ class Supervisor:
             raise SupervisorError("a Supervisor is entered once")
         self._state = "starting"
         self._token = anyio.lowlevel.current_token()
-        self._now = now = current_loop().now
+        loop = current_loop()
+        self._now = now = loop.now
         self._expiry_kick = anyio.Event()
         spawner = self._spawner = Spawner("sandvisor-supervisor").start()
         nursery = self._nursery = anyio.create_task_group()
@@ -272,7 +213,21 @@ class Supervisor:
                 raise SupervisorError("the workers serve no tools")
             self._specs = {t: rt.specs[t] for t, rt in self._home.items()}
             self._inputs = InputChecker(self._specs.values())
-            ledger = self._ledger = Ledger(self._max_pending, self._ledger_path, clock=now)
+            config = self.config
+            ledger = self._ledger = Ledger(config.max_pending, config.ledger_path, clock=now)
+            audit = self._audit
+            self._host = CallHost(
+                ledger,
+                now=now,
+                event=loop.event,
+                arm=self._arm,
+                disarm=self._timers.cancel,
+                note_indeterminate=self._note_indeterminate,
+                audited=lambda: audit.active,
+                outdated=self._outdated,
+                acquire_timeout=self.acquire_timeout,
+                retry_backoff=self.retry_backoff,
+            )
             for tool, runtime in self._home.items():
                 ledger.register_external_tool(
                     self._policies[tool], redactor=runtime.group.redactors.get(tool)
@@ -297,6 +252,7 @@ class Supervisor:
                 await nursery.start(runtime.make_pool(base, margin, self.cancel_grace).run)
                 runtime.on_tools_changed = self._refresh_soon(runtime)
             nursery.start_soon(self._expire_indeterminate)
+            await nursery.start(self._run_timers)
             if recovered and self.reconcile_on_start:
                 await self._reconcile_recovered([info.id for info in recovered])
         except BaseException:
@@ -322,11 +278,11 @@ class Supervisor:
         assert self._nursery is not None
         pools = [runtime.pool for runtime in self._runtimes.values()]
         with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_TIMEOUT):
-            for handle in list(self._handles):
-                handle.request_cancel()
-            async with anyio.create_task_group() as group:  # every call, whoever awaits it
-                for pool in pools:
-                    group.start_soon(pool.cancel_calls)
+            calls = list(self._calls)
+            for call in calls:  # every call, whoever awaits it: cooperatively
+                call.cancel()
+            for call in calls:
+                await call.done.wait()
             async with anyio.create_task_group() as group:
                 for pool in pools:
                     group.start_soon(pool.aclose)
@@ -478,7 +434,7 @@ class Supervisor:
         runs ``tool`` here; outcomes map to exit statuses (see
         `supervisor.workers.tool_callbacks`)."""
         if deadline is not None:
-            _check_seconds("deadline", deadline)
+            check_seconds("deadline", deadline)
         policy = self._policies.get(tool)
         if policy is None:
             raise ValueError(f"the supervisor has no tool {tool!r}")
@@ -588,8 +544,9 @@ class Supervisor:
         """Run one call to its `Outcome`. ``deadline``: seconds from now. ``on_chunk``:
         a quick function called with each (redacted) chunk in order. A cancellation
         of the caller becomes a cooperative ``cancel`` (recorded), then propagates."""
-        call = self._open(tool, value, deadline, on_chunk, idempotency_key)
-        return await self._drive(call)
+        call = self._admit(tool, value, deadline, on_chunk, idempotency_key)
+        call.queue()
+        return await self._conclude(call)
 
     async def start(
         self,
@@ -601,35 +558,31 @@ class Supervisor:
         idempotency_key: str | None = None,
     ) -> CallHandle:
         """Start a call in the supervisor's nursery; `CallHandle.cancel`/`outcome`."""
-        call = self._open(tool, value, deadline, on_chunk, idempotency_key)
-        handle = CallHandle(call)
-        self._handles.add(handle)
-        assert self._nursery is not None
+        call = self._admit(tool, value, deadline, on_chunk, idempotency_key)
+        assert self._host is not None and self._nursery is not None
+        handle = CallHandle(call, self._host.event())
+        call.queue()
         self._nursery.start_soon(self._run_handle, handle)
         await anyio.lowlevel.checkpoint()
         return handle
 
     async def _run_handle(self, handle: CallHandle) -> None:
         try:
-            with handle._scope:
-                await self._drive(handle._call)
+            await self._conclude(handle.call)
         except Exception as exc:  # a bug: surface it through the handle, keep the rest
             log.exception("call %s failed inside the supervisor", handle.op_id)
-            handle._failure = exc
-            done = handle._call.done
-            assert done is not None  # made with the handle
-            done.set()
-        finally:
-            self._handles.discard(handle)
+            handle.settle(exc)
+        else:
+            handle.settle()
 
-    def _open(
+    def _admit(
         self,
         tool: str,
         value: Any,
         deadline: float | None,
         on_chunk: ChunkCallback | None,
         idempotency_key: str | None,
-    ) -> SupervisedCall:
+    ) -> Call:
         """Reserve the ledger operation (raises its refusals: unknown tool, bad input,
         pending limit) with the deadline armed from now."""
         if self._state != "running":
@@ -637,9 +590,10 @@ class Supervisor:
         if self._audit.failure is not None:
             raise SupervisorError(self._audit.failure)
         if deadline is not None:
-            _check_seconds("deadline", deadline)
-        ledger = self._ledger
-        assert ledger is not None
+            check_seconds("deadline", deadline)
+        host = self._host
+        assert host is not None
+        ledger = host.ledger
         self._inputs.check(tool, value)
         journal = self._home[tool].journal if tool in self._home else None
         if journal is not None and journal.full and tool in journal.effectful:
@@ -663,8 +617,9 @@ class Supervisor:
         op_id = ledger.start(tool, value, deadline=deadline, idempotency_key=idempotency_key)
         if idempotency_key is not None:
             self._hold_key(tool, idempotency_key, op_id)
-        return SupervisedCall(
-            ledger,
+        call = Call(
+            host,
+            self._home[tool].pool,
             op_id,
             tool,
             value,
@@ -674,145 +629,80 @@ class Supervisor:
             max_attempts=policy.max_attempts,
             idempotency_key=idempotency_key,
             on_chunk=on_chunk,
-            on_indeterminate=self._note_indeterminate,
             created_at=now,
         )
+        self._calls.add(call)
+        return call
 
-    async def _drive(self, call: SupervisedCall) -> Outcome:
-        """Queue, claim, dispatch, supervise (and retry) one call to its `Outcome`."""
-        pool = self._home[call.tool].pool  # the ledger refused a tool nobody serves
+    async def _conclude(self, call: Call) -> Outcome:
+        """Wait for the call's end, then its `Outcome` and audit event. A cancellation of
+        the waiter becomes the call's cooperative cancel (shielded: the grace, then the
+        kill), then propagates."""
         try:
-            while not call.resolved:
-                session = pool.take(self._now())  # a free slot at once, or wait in line
-                if session is None:
-                    session = await self._acquire(call)
-                    if session is None:
-                        break
+            await call.done.wait()
+            if call.killed_session:
+                await call.wait_reaped()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                call.cancel()
+                await call.done.wait()
+                await call.wait_reaped()
+                self._outcome(call)
+            raise
+        return self._outcome(call)
+
+    def _outcome(self, call: Call) -> Outcome:
+        if call.outcome is not None:
+            return call.outcome
+        self._calls.discard(call)
+        outcome = call.build_outcome(self._now())
+        if self._audit.active:
+            self._audit.emit(CallEvent.of(outcome, time=time.time(), ledger_head=call.ledger_head))
+        return outcome
+
+    def _outdated(self, tool: str, session: Session) -> bool:
+        """Whether ``session`` was granted the tools of an earlier listing of ``tool``'s
+        group (a call it refuses as ``unknown_tool`` then retires it, and goes on)."""
+        runtime = self._home.get(tool)
+        return runtime is not None and runtime.outdated(session)
+
+    # -- the clock of every call -------------------------------------------------------------
+
+    def _arm(self, call: Call, when: float) -> None:
+        """Look at ``call`` at ``when`` (its `Call.on_timer`); wake the clock sooner if
+        this is now the earliest."""
+        self._timers.at(when, call)
+        if when < self._timer_wake:
+            self._timer_wake = when
+            scope = self._timer_scope
+            if scope is not None:
+                scope.deadline = when
+
+    async def _run_timers(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The one task that times every call: it sleeps until the earliest entry and
+        hands each call whose time came its `Call.on_timer`."""
+        timers = self._timers
+        now = self._now
+        task_status.started()
+        while True:
+            wake = self._timer_wake = timers.next_at()
+            with anyio.CancelScope(deadline=wake) as scope:
+                self._timer_scope = scope
+                await anyio.sleep_forever()
+            self._timer_scope = None
+            self._timer_wake = -math.inf  # an arm now must not touch the spent scope
+            moment = now()
+            for call in timers.due(moment):
                 try:
-                    if self._dispatch(call, session):
-                        assert call.session_call is not None
-                        await session.supervise(call.session_call)
-                finally:
-                    pool.release(session)
-                if call.retry_pending:
-                    await self._retry(call)
-        finally:
-            if call.resolved and call.outcome is None:
-                outcome = call.build_outcome(self._now())
-                if self._audit.active:
-                    self._audit.emit(
-                        CallEvent.of(outcome, time=time.time(), ledger_head=call.ledger_head)
-                    )
-        assert call.outcome is not None
-        return call.outcome
-
-    async def _acquire(self, call: SupervisedCall) -> Session | None:
-        """A session slot, or None once the call was resolved without one."""
-        limit = self._now() + self.acquire_timeout
-        if call.deadline is not None:
-            limit = min(limit, call.deadline)
-        try:
-            return await self._home[call.tool].pool.acquire(limit)
-        except WorkerUnavailable as exc:
-            if call.deadline is not None and self._now() >= call.deadline:
-                self._resolve_undispatched(call, "deadline")
-            else:
-                self._resolve_undispatched(call, "no_worker", str(exc))
-        except BaseException:
-            self._resolve_undispatched(call, "cancelled")
-            raise
-        return None
-
-    def _dispatch(self, call: SupervisedCall, session: Session) -> bool:
-        """Claim (first attempt) and queue the ``invoke``; False if nothing was sent."""
-        ledger = self._ledger
-        assert ledger is not None
-        if not call.claimed:
-            try:
-                invocation = ledger.claim(call.op_id)
-            except DeadlineElapsed:
-                self._resolve_undispatched(call, "deadline")
-                return False
-            except LedgerError:  # resolved meanwhile (an expiry sweep): take its word
-                call.resolve_from_ledger()
-                return False
-            call.claimed = True
-            call.attempt = invocation.attempt
-            call.idempotency_key = invocation.idempotency_key
-        assert call.idempotency_key is not None
-        call.session = session
-        call.dispatched_at = self._now()
-        try:
-            call.session_call = session.begin(
-                call.tool,
-                call.value,
-                idempotency_key=call.idempotency_key,
-                attempt=call.attempt,
-                deadline=call.deadline,
-                listener=call,
-            )
-        except Refused as exc:
-            runtime = self._home[call.tool]
-            if exc.code in _SESSION_EXHAUSTED or (
-                exc.code == "unknown_tool" and runtime.outdated(session)  # tools changed since
-            ):
-                runtime.pool.retire(session)
-            else:  # the call itself breaks the grant: the worker never saw it
-                call.resolve(
-                    ledger.fail(call.op_id, f"refused by the host: {exc}"), error_code=exc.code
-                )
-            return False
-        except SessionUnusable:
-            return False
-        return True
-
-    async def _retry(self, call: SupervisedCall) -> None:
-        """Wait the back-off, then the next attempt with the same idempotency key."""
-        call.retry_pending = False
-        wait = self.retry_backoff * 2 ** max(0, call.attempt - 1)
-        try:
-            if call.deadline is not None:
-                wait = min(wait, max(0.0, call.deadline - self._now()))
-            await anyio.sleep(wait)
-        except BaseException:
-            self._resolve_undispatched(call, "cancelled")
-            raise
-        retry_class = (
-            RetryClass.RATE_LIMITED if call.error_code == "rate_limited" else RetryClass.TRANSIENT
-        )
-        try:
-            invocation = self.ledger.retry(call.op_id, retry_class)
-        except LedgerError:  # out of time, or resolved meanwhile: the last error stands
-            try:
-                call.resolve(self.ledger.fail(call.op_id, call.error or "failed"))
-            except LedgerError:
-                call.resolve_from_ledger()
-            return
-        call.attempt = invocation.attempt
-        call.session_call = None
-
-    def _resolve_undispatched(self, call: SupervisedCall, why: str, message: str = "") -> None:
-        """End a call that is not in flight: cancelled, out of time, or no worker."""
-        if call.resolved:
-            return
-        ledger = self.ledger
-        try:
-            if why == "no_worker":
-                if not call.claimed:
-                    ledger.claim(call.op_id)
-                    call.claimed = True
-                call.resolve(ledger.fail(call.op_id, message), error_code="no_worker")
-            else:  # never dispatched (this attempt): a direct cancel is always safe
-                call.resolve(ledger.cancel(call.op_id))
-        except LedgerError:  # resolved meanwhile (an expiry sweep), or out of time
-            try:
-                call.resolve(ledger.cancel(call.op_id))
-            except LedgerError:
-                call.resolve_from_ledger()
+                    call.on_timer(moment)
+                except Exception:
+                    log.exception("a call's timer failed")
 
     # -- indeterminate operations -----------------------------------------------------------
 
-    def _note_indeterminate(self, call: SupervisedCall) -> None:
+    def _note_indeterminate(self, call: Call) -> None:
         self._indeterminate[call.op_id] = call.deadline
         if self._expiry_kick is not None:
             self._expiry_kick.set()
@@ -929,10 +819,3 @@ def _reconcile_status(status: Status) -> ReconcileStatus:
     if isinstance(status, Running):
         return ReconcileStatus.running()
     return ReconcileStatus.unknown()
-
-
-def _check_seconds(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number of seconds, not {value!r}")
-    if not 0 < value < math.inf:
-        raise ValueError(f"{name} must be a positive, finite number of seconds")
