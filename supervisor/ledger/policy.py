@@ -6,11 +6,14 @@ could not enforce (reference-splash.md 8.3 and 8.5).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from supervisor.ledger.errors import PolicyError
 
@@ -62,6 +65,26 @@ class StreamPolicy:
         return (self.max_chunks, self.max_chunk_bytes, self.max_total_bytes, self.max_emitted_bytes)
 
 
+T = TypeVar("T")
+
+
+def _remember_named(cls: type[T]) -> type[T]:
+    """Wrap a dataclass's ``__init__`` so each value knows which fields its maker named
+    (by position or keyword) in ``named``: a host that has defaults of its own changes
+    only those (`supervisor.workers.grants.merge_policies`)."""
+    init: Callable[..., None] = cls.__init__
+    order = tuple(f.name for f in dataclasses.fields(cls) if f.init)  # type: ignore[arg-type]
+
+    @functools.wraps(init)
+    def __init__(self: T, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        object.__setattr__(self, "named", frozenset((*order[: len(args)], *kwargs)))
+
+    cls.__init__ = __init__  # type: ignore[method-assign,assignment]
+    return cls
+
+
+@_remember_named
 @dataclass(frozen=True, slots=True)
 class ToolPolicy:
     """One external tool's limits.
@@ -69,7 +92,8 @@ class ToolPolicy:
     ``max_calls`` bounds ``start`` over the ledger's life (a durable ledger's life spans
     restarts, so a crash loop cannot multiply the budget); ``max_attempts`` bounds
     dispatches of one operation; ``deadline`` (seconds) is measured from ``start``;
-    ``contract`` is a JSON schema every json result must satisfy.
+    ``contract`` is a JSON schema every json result must satisfy. ``named``: the fields
+    given when it was made (the others are this class's defaults).
     """
 
     name: str
@@ -81,6 +105,7 @@ class ToolPolicy:
     deadline: float | None = None
     stream: StreamPolicy | None = None
     contract: dict[str, Any] | None = field(default=None, compare=False)
+    named: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_id("tool name", self.name)

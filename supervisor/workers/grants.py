@@ -10,6 +10,7 @@ the host (`ToolPolicy`), never from the worker.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterable, Sequence
 from typing import Literal
@@ -64,7 +65,9 @@ def default_policy(name: str, fmt: Literal["text", "json"]) -> ToolPolicy:
 def merge_policies(
     described: Iterable[ToolSpec] | None, explicit: Sequence[ToolPolicy]
 ) -> dict[str, ToolPolicy]:
-    """Explicit policies win; described tools without one get `default_policy`.
+    """The policy of every tool: a described tool gets `default_policy`, changed in the
+    fields its explicit `ToolPolicy` names (``ToolPolicy("t", max_attempts=2)`` changes
+    the attempts and nothing else); without a description the explicit policies are all.
 
     A tool configured explicitly but not served, or served in another format, is refused
     here (the worker would refuse the grant at ``open`` anyway, less clearly).
@@ -83,13 +86,18 @@ def merge_policies(
         info = served.get(name)
         if info is None:
             raise ValueError(f"tool {name!r} is configured but the adapters do not serve it")
-        if info.format != policy.format:
+        if "format" in policy.named and info.format != policy.format:
             raise ValueError(
                 f"tool {name!r} is configured as {policy.format} but served as {info.format}"
             )
     for name, info in served.items():
-        if name not in policies:
-            policies[name] = default_policy(name, info.format)
+        base = default_policy(name, info.format)
+        mine = policies.get(name)
+        policies[name] = (
+            base
+            if mine is None
+            else dataclasses.replace(base, **{f: getattr(mine, f) for f in mine.named})
+        )
     return policies
 
 

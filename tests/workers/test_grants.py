@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from supervisor.ledger import StreamPolicy, ToolPolicy
 from supervisor.workers.grants import (
+    DEFAULT_MAX_INPUT_BYTES,
     DEFAULT_STREAM,
+    UNLIMITED_CALLS,
     DescribeError,
     default_policy,
     grant_for,
@@ -59,11 +63,14 @@ def test_bad_descriptions_are_refused(data: bytes) -> None:
         parse_description(data)
 
 
-def test_explicit_policies_win_and_must_match_what_is_served() -> None:
+def test_explicit_policies_change_what_they_name_and_must_match_what_is_served() -> None:
     served = [ToolSpec("a", "text", True), ToolSpec("b", "json", True)]
     mine = ToolPolicy("a", max_calls=3, max_input_bytes=10)
     policies = merge_policies(served, [mine])
-    assert policies["a"] is mine and policies["b"] == default_policy("b", "json")
+    assert policies["a"] == dataclasses.replace(
+        default_policy("a", "text"), max_calls=3, max_input_bytes=10
+    )
+    assert policies["b"] == default_policy("b", "json")
     with pytest.raises(ValueError, match="do not serve"):
         merge_policies(served, [ToolPolicy("c")])
     with pytest.raises(ValueError, match="served as json"):
@@ -81,3 +88,28 @@ def test_grants_carry_the_policy_limits_and_the_session_budget() -> None:
     assert grant.stream is not None and grant.stream.max_chunks == 3
     assert grant_for(ToolPolicy("a"), 1).stream is None
     assert default_policy("x", "text").stream == DEFAULT_STREAM
+
+
+def test_one_override_leaves_every_other_default_of_a_described_tool() -> None:
+    """Issue 18: ``ToolPolicy("text.upper", max_attempts=2)`` used to bring ToolPolicy's
+    own defaults along (one call ever, 16 KiB of input, no stream)."""
+    served = [ToolSpec("text.upper", "text", True), ToolSpec("progress", "json", True)]
+    policies = merge_policies(
+        served, [ToolPolicy("text.upper", max_attempts=2), ToolPolicy("progress", deadline=5)]
+    )
+    upper, progress = policies["text.upper"], policies["progress"]
+    assert upper == dataclasses.replace(default_policy("text.upper", "text"), max_attempts=2)
+    assert upper.max_calls == UNLIMITED_CALLS and upper.stream == DEFAULT_STREAM
+    assert progress == dataclasses.replace(default_policy("progress", "json"), deadline=5)
+    assert progress.format == "json"  # the format was not named: the described one
+    # what is named stands, even where it equals ToolPolicy's own default
+    strict = merge_policies(served, [ToolPolicy("progress", "json", max_calls=1, stream=None)])
+    assert strict["progress"].max_calls == 1 and strict["progress"].stream is None
+    assert strict["progress"].max_input_bytes == DEFAULT_MAX_INPUT_BYTES
+
+
+def test_a_policy_knows_the_fields_it_was_given() -> None:
+    assert ToolPolicy("a").named == {"name"}
+    assert ToolPolicy("a", "json", max_calls=2).named == {"name", "format", "max_calls"}
+    assert dataclasses.replace(ToolPolicy("a"), max_calls=2).named >= {"max_calls", "stream"}
+    assert ToolPolicy("a", max_calls=2) == ToolPolicy("a", "text", max_calls=2)  # not compared

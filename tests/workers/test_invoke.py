@@ -95,6 +95,22 @@ async def test_retryable_errors_are_retried_with_the_same_key() -> None:
         assert out.status == "failed" and out.retryable and out.attempt == 3
 
 
+async def test_one_policy_override_changes_only_what_it_names() -> None:
+    """Issue 18: naming the attempts of a described tool leaves its other defaults (many
+    calls, 512 KiB of input, its stream) as documented."""
+    tools = [ToolPolicy("flaky", max_attempts=2), ToolPolicy("chunks", deadline=30)]
+    async with supervisor(tools=tools, retry_backoff=0.001) as sup:
+        first, second = await sup.invoke("flaky", "2"), await sup.invoke("flaky", "2")
+        assert (first.status, first.attempt, second.status) == ("completed", 2, "completed")
+        assert sup.tools["flaky"].max_input_bytes == 512 * 1024
+        chunks: list[str] = []
+        out = await sup.invoke("chunks", "3", on_chunk=chunks.append)
+        assert (out.value, chunks) == ("sent 3", ["c1", "c2", "c3"])
+        assert sup.tools["chunks"].deadline == 30
+        big = await sup.invoke("echo", "x" * 100_000)  # no policy named: every default
+        assert big.status == "completed"
+
+
 async def test_caller_idempotency_key_reaches_the_adapter() -> None:
     tools = [ToolPolicy("flaky", max_calls=10)]
     async with supervisor(tools=tools) as sup:
