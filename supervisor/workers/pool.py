@@ -133,7 +133,7 @@ class Pool:
             if self.min_size:
                 async with anyio.create_task_group() as warm:
                     for _ in range(self.min_size):
-                        warm.start_soon(self._start_one, True)
+                        warm.start_soon(self._start_one, self._new_session(), True)
                 if not self.alive:
                     raise SessionStartError(self._last_error or "no session started")
             task_status.started(self)
@@ -330,19 +330,25 @@ class Pool:
             return
         want = max(self.min_size, min(self.size, live - self._starting + self._demand()))
         for _ in range(min(want, self.size) - live):
-            self._nursery.start_soon(self._start_one, False)
+            self._nursery.start_soon(self._start_one, self._new_session(), False)
 
     def _demand(self) -> int:
         """Sessions the waiters need beyond the free slots."""
         waiting = len(self._waiters)
         return math.ceil(waiting / self.max_in_flight) if waiting else 0
 
-    async def _start_one(self, warming: bool) -> None:
-        assert self._nursery is not None
+    def _new_session(self) -> Session:
+        """A session counted (live, starting) in the step that decides to start it, so
+        that the next `_grow` before its task runs does not start another for the same
+        demand (three waiters in a row made four sessions of a pool of three)."""
         session = self._factory(self._on_dead)
         self._sessions.add(session)
         self._starting += 1
         self.started_sessions += 1
+        return session
+
+    async def _start_one(self, session: Session, warming: bool) -> None:
+        assert self._nursery is not None
         try:
             await self._nursery.start(self._serve, session)
         except SessionStartError as exc:

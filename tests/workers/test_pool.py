@@ -16,7 +16,9 @@ async def test_pool_is_prewarmed() -> None:
         handles = [await sup.start("sleep", "0.5") for _ in range(3)]
         outs = [await h.outcome() for h in handles]
         assert {o.status for o in outs} == {"completed"}
-        assert len({o.session_id for o in outs}) == 3  # it grew on demand, up to 3
+        # it grew on demand, up to 3 (which session served which call depends on how
+        # fast a sandbox starts: on a loaded machine the first one may be free first)
+        assert sup.pool.started_sessions == 3 and len({o.session_id for o in outs}) >= 2
 
 
 async def test_waiters_are_served_in_arrival_order() -> None:
