@@ -249,9 +249,11 @@ class Ledger(LedgerEngine):
         if op.state is not _Q:
             raise AlreadyClaimed(f"operation {op_id} is {op.state} already", op_id=op_id)
         self._entry(op)
-        now = self._clock()
-        if op.deadline_at is not None and now >= op.deadline_at:
-            raise DeadlineElapsed(f"operation {op_id}: its deadline has passed", op_id=op_id)
+        now = None  # without a deadline the claim needs no clock
+        if op.deadline_at is not None:
+            now = self._clock()
+            if now >= op.deadline_at:
+                raise DeadlineElapsed(f"operation {op_id}: its deadline has passed", op_id=op_id)
         return self._claim(op, now)
 
     def retry(self, op_id: int, retry_class: RetryClass | str) -> Invocation:
