@@ -75,8 +75,9 @@ class SupervisorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A supervisor's groups and shared options, checked when built (each refusal is a
     `ValueError` naming the field). Times are seconds; the defaults are docs/supervisor.md's.
 
-    ``cancel_grace`` None: each group's own, else its kind's default (0.015 s; an MCP
-    server's bridge 0.25 s).
+    ``cancel_grace`` None: each group's own, else its kind's defaults (0.015 s after a
+    deadline and 0.25 s after the caller's cancel; an MCP server's bridge 0.25 s for
+    both); given, it is the grace of both kinds of cancel.
     """
 
     groups: tuple[ToolGroup, ...]

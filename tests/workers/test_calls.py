@@ -26,7 +26,8 @@ from worker_runtime.protocol.errors import Refused
 
 NEEDS_SANDBOX = False
 
-GRACE = 0.02
+GRACE = 0.02  # after a deadline
+HOST_GRACE = 0.25  # after the caller's cancel
 WAIT = 5.0  # the host's acquire timeout
 BACKOFF = 0.05
 
@@ -49,6 +50,7 @@ class Flag:
 
 class SessionConfigStub:
     cancel_grace = GRACE
+    host_cancel_grace = HOST_GRACE
 
 
 class FakeSession:
@@ -299,7 +301,7 @@ def test_a_cancel_in_flight_is_cooperative_and_acknowledged() -> None:
     call.cancel()
     assert call.state == CANCELLING and session.cancels == ["r1"]
     assert h.ledger.status(call.op_id).state == "cancellation_requested"
-    assert call.timer_at == pytest.approx(100.0 + GRACE)  # the grace, then the kill
+    assert call.timer_at == pytest.approx(100.0 + HOST_GRACE)  # the grace, then the kill
     call.cancel()  # a second ask sends nothing more
     assert session.cancels == ["r1"]
     session.answer("r1").on_acknowledged(h.clock.now)
@@ -312,7 +314,9 @@ def test_a_cancel_not_acknowledged_within_the_grace_kills_the_session() -> None:
     (session,) = h.sessions
     call = h.call("x")
     call.cancel()
-    h.tick(100.0 + GRACE)
+    h.tick(100.0 + HOST_GRACE - 0.001)
+    assert session.killed is None and call.state == CANCELLING
+    h.tick(100.0 + HOST_GRACE)
     assert session.killed == "host_cancel" and call.resolved
     outcome = call.build_outcome(h.clock.now)
     assert outcome.status == "indeterminate" and outcome.kill_reason == "host_cancel"
@@ -329,7 +333,7 @@ def test_the_deadline_in_flight_sends_the_watchdogs_cancel() -> None:
     assert call.state == DISPATCHED
     h.tick(101.0)
     assert call.state == CANCELLING and call.cancel_reason == "deadline"
-    assert session.cancels == ["r1"]
+    assert session.cancels == ["r1"] and call.timer_at == pytest.approx(101.0 + GRACE)
     session.answer("r1").on_acknowledged(101.01)
     outcome = call.build_outcome(h.clock.now)
     assert outcome.status == "timed_out" and outcome.error_code == "deadline"
