@@ -25,6 +25,7 @@ import msgspec
 import trio
 
 from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.netproxy.events import NetEvent
 from sandbox.policy import SandboxPolicy
 from supervisor._fdwrite import write_now
 from supervisor.commands import serve_wire as wire
@@ -489,14 +490,26 @@ class ServeSession:
     # -- audit ----------------------------------------------------------------------------------
 
     def audit(self, sup: Supervisor, enable: bool) -> None:
+        """Send (or stop sending) every call's audit event, and every connection a
+        sandbox makes through the network proxy."""
         if enable and self._unsubscribe is None:
-            self._unsubscribe = sup.add_audit_callback(self._on_audit)
+            calls = sup.add_audit_callback(self._on_audit)
+            network = sup.add_network_callback(self._on_network)
+
+            def unsubscribe() -> None:
+                calls()
+                network()
+
+            self._unsubscribe = unsubscribe
         elif not enable and self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
 
     def _on_audit(self, event: CallEvent) -> None:
         self.send(wire.AuditEvent(audit=event))
+
+    def _on_network(self, event: NetEvent) -> None:
+        self.send(wire.NetAuditEvent(net=event))
 
     # -- the end --------------------------------------------------------------------------------
 

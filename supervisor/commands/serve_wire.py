@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from sandbox.netproxy.events import NetEvent
 from supervisor.commands.request_id import top_level_id
 from supervisor.workers.call_audit import CallEvent
 from supervisor.workers.outcome import Outcome
@@ -181,6 +182,13 @@ class AuditEvent(_Event, tag="audit"):
     audit: CallEvent
 
 
+class NetAuditEvent(_Event, tag="net"):
+    """A sandbox's connection through the network proxy, allowed or refused (after
+    ``audit``); ``id`` is null."""
+
+    net: NetEvent
+
+
 class PendingEvent(_Event, tag="pending"):
     operations: list[Any]
 
@@ -215,8 +223,8 @@ class ErrorEvent(_Event, tag="error"):
 
 
 Event = (
-    Ready | Started | ChunkEvent | OutcomeEvent | ResultEvent | AuditEvent | PendingEvent
-    | Reconciled | Ok | Pong | Bye | ErrorEvent
+    Ready | Started | ChunkEvent | OutcomeEvent | ResultEvent | AuditEvent | NetAuditEvent
+    | PendingEvent | Reconciled | Ok | Pong | Bye | ErrorEvent
 )  # fmt: skip
 
 

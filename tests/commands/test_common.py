@@ -1,6 +1,9 @@
 """``--config FILE``: `sandvisor script`, `serve` and `mcp` take their tool groups from a
 TOML file (real commands, real sandboxes); a secret a hostile adapter prints comes back
-redacted through each; a bad file or a clash of options is one line, exit 2."""
+redacted through each (chunks, results, errors); the file's per-tool overrides and
+stream redactors hold in the real sandboxes of one group and not the other's; serve's
+audit stream carries each connection of a group with a network allowlist; a bad file or
+a clash of options is one line, exit 2."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ from pathlib import Path
 import pytest
 from hosting_helpers import ROOT, SANDVISOR, child_env
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import TextContent
+from mcp.types import CallToolResult, TextContent
+from net_helpers import http_server
 from serve_client import ServeClient
 
 SECRET = "alpha-secret-0123456789"
@@ -108,14 +112,125 @@ async def mcp_session(config: Path) -> AsyncIterator[ClientSession]:
         yield session
 
 
+def text_of(result: object) -> str:
+    assert isinstance(result, CallToolResult)
+    (content,) = result.content
+    assert isinstance(content, TextContent)
+    return content.text
+
+
 async def test_mcp_runs_the_groups_of_the_file(config: Path) -> None:
+    progress: list[str | None] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
     async with mcp_session(config) as session:
         names = {tool.name for tool in (await session.list_tools()).tools}
         assert {"a.leak", "a.probe", "b.leak", "b.probe"} <= names
-        result = await session.call_tool("a.leak", {"input": "ALPHA_TOKEN"})
-    (content,) = result.content
-    assert isinstance(content, TextContent)
-    assert content.text == REDACTED
+        ok = await session.call_tool(
+            "a.leak", {"input": "ALPHA_TOKEN"}, progress_callback=on_progress
+        )
+        failed = await session.call_tool("a.leak", {"input": "ALPHA_TOKEN fail"})
+    assert text_of(ok) == REDACTED
+    assert progress == ["chunk holds [redacted:ALPHA_TOKEN]!"]  # the chunk, as progress
+    assert isinstance(failed, CallToolResult) and failed.is_error
+    assert "failed, and the message holds [redacted:ALPHA_TOKEN]" in text_of(failed)
+    assert SECRET not in text_of(failed)
+
+
+OVERRIDES = """
+[groups.alpha]
+adapters = ["sv_group_adapters:a"]
+
+[groups.alpha.sandbox]
+env = { CARD = "4111 1111 1111 1111" }
+
+[groups.alpha.tools."a.probe"]
+deadline = 1
+
+[groups.alpha.tools."a.leak"]
+max_input_bytes = 16
+redactor = "sv_group_adapters:mask_digits"
+
+[groups.bravo]
+adapters = ["sv_group_adapters:b"]
+
+[groups.bravo.sandbox]
+env = { CARD = "4111 1111 1111 1111" }
+"""
+CARD = "4111 1111 1111 1111"
+MASKED = "chunk holds #### #### #### ####!"
+
+
+def test_the_files_overrides_and_redactors_hold_in_real_sandboxes(tmp_path: Path) -> None:
+    """alpha's deadline, input bound and stream redactor are its tools' own: bravo runs
+    the same code with the adapters' defaults."""
+    path = tmp_path / "groups.toml"
+    path.write_text(OVERRIDES)
+    client = ServeClient.spawn([*SANDVISOR, "serve", "--config", str(path)], env=env())
+    try:
+        ready = client.call("hello")
+        assert ready["event"] == "ready", ready
+        described = {t["name"]: t for t in ready["tools"]}
+        assert described["a.probe"]["deadline"] == 1
+        assert described["a.leak"]["max_input_bytes"] == 16
+        assert described["b.leak"]["max_input_bytes"] > 16
+        assert described["a.leak"]["max_attempts"] == described["b.leak"]["max_attempts"]
+        slow = client.invoke("a.probe", {"sleep": 3})[-1]["outcome"]
+        # killed at alpha's 1 s: the effect may have happened (it is not idempotent)
+        assert (slow["status"], slow["kill_reason"]) == ("indeterminate", "deadline")
+        assert client.invoke("b.probe", {"sleep": 3})[-1]["outcome"]["status"] == "completed"
+        long_input = "CARD" + " " * 20
+        refused = client.invoke("a.leak", long_input)[-1]
+        assert (refused["event"], refused["error"]["code"]) == ("error", "invalid_input")
+        assert client.invoke("b.leak", long_input)[-1]["outcome"]["status"] == "completed"
+        for tool, chunk in (("a.leak", MASKED), ("b.leak", f"chunk holds {CARD}!")):
+            events = client.invoke(tool, "CARD")
+            assert [e["text"] for e in events if e["event"] == "chunk"] == [chunk]
+            # a stream redactor sees chunks only: the result is the tool's
+            assert events[-1]["outcome"]["value"] == f"result holds {CARD} and {{'{CARD}': 1}}"
+        assert client.call("shutdown")["event"] == "bye"
+    finally:
+        client.close_input()
+        assert client.wait() == 0
+
+
+def test_serve_audits_each_connection_through_the_proxy(tmp_path: Path) -> None:
+    """With ``audit``, a group with an allowlist: one ``net`` event per connection,
+    allowed or refused (a host not allowed; the metadata address, which ``*:80`` does
+    not open), joined to its call's audit event by sandbox and call."""
+    with http_server() as port:
+        path = tmp_path / "groups.toml"
+        path.write_text(
+            f'[groups.alpha]\nadapters = ["sv_group_adapters:a"]\n'
+            f'[groups.alpha.sandbox]\nnetwork = ["alpha.test:{port}", "*:80"]\n'
+            f'network_hosts = {{ "alpha.test" = "127.0.0.1" }}\n'
+        )
+        client = ServeClient.spawn([*SANDVISOR, "serve", "--config", str(path)], env=env())
+        try:
+            assert client.call("hello", audit=True)["event"] == "ready"
+            urls = [f"http://alpha.test:{port}/1000", f"http://bravo.test:{port}/10",
+                    "http://169.254.169.254/latest/meta-data/"]  # fmt: skip
+            outcome = client.invoke("a.probe", {"urls": urls})[-1]["outcome"]
+            assert outcome["status"] == "completed", outcome
+            assert outcome["value"]["urls"] == {
+                urls[0]: 1000, urls[1]: [403, "not_allowed"], urls[2]: [403, "metadata"],
+            }  # fmt: skip
+            assert client.call("shutdown")["event"] == "bye"
+        finally:
+            client.close_input()
+            assert client.wait() == 0
+    (call,) = [e["audit"] for e in client.seen if e["event"] == "audit"]
+    net = [e["net"] for e in client.seen if e["event"] == "net"]
+    assert [(e["host"], e["allowed"], e["reason"]) for e in net] == [
+        ("alpha.test", True, None), ("bravo.test", False, "not_allowed"),
+        ("169.254.169.254", False, "metadata"),
+    ]  # fmt: skip
+    for event in net:
+        assert (event["group"], event["tool"]) == ("alpha", "a.probe")
+        assert (event["sandbox"], event["call"]) == (call["session_id"], call["rid"])
+    assert net[0]["bytes_down"] > 1000 and net[1]["bytes_down"] == 0
 
 
 @pytest.mark.parametrize("command", ["script", "serve", "mcp"])

@@ -14,6 +14,7 @@ from hosting_helpers import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sandbox.netproxy.events import NetEvent
 from supervisor.commands import serve_wire as wire
 from supervisor.workers.outcome import Outcome
 
@@ -101,7 +102,12 @@ def test_events_encode_as_one_line_each_and_match_the_schema() -> None:
         wire.OutcomeEvent(id="c", outcome=outcome),
         wire.Pong(id=None),
         wire.Bye(id="z"),
-    ]
+        wire.NetAuditEvent(net=NetEvent(
+            time=1.5, group="g", sandbox="s1", tool="t", call="r2", protocol="connect",
+            host="api.example", port=443, address="203.0.113.7", allowed=True, reason=None,
+            detail=None, bytes_up=10, bytes_down=20, duration_ms=3.0,
+        )),
+    ]  # fmt: skip
     for event in events:
         line = wire.encode_event(event)
         assert line.endswith(b"\n") and line.count(b"\n") == 1

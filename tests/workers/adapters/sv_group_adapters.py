@@ -1,14 +1,18 @@
 """Adapters for the tool-group tests: what a group's sandbox lets its tools see and do.
 
 Two registries, ``a`` and ``b`` (tools ``a.*`` and ``b.*``: a tool has one group), the
-same code: ``probe`` reports variables, files, a write and URLs; ``leak`` prints a
-variable's value everywhere it can (a chunk, its result, an error message).
+same code: ``probe`` reports variables, files, a write and URLs (after a ``sleep``, if
+asked); ``leak`` prints a variable's value everywhere it can (a chunk, its result, and
+an error message when its idempotency key ends in ``error`` or its input in `` fail``).
+``mask_digits`` is a stream redactor for the config file (``MODULE:ATTR``).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -18,6 +22,7 @@ from worker_runtime import AdapterError, AdapterRegistry, Context
 
 def _probe(request: dict[str, Any], ctx: Context) -> dict[str, Any]:
     report: dict[str, Any] = {"env": {}, "files": {}, "urls": {}}
+    time.sleep(request.get("sleep", 0))
     for name in request.get("env", []):
         report["env"][name] = os.environ.get(name)
     for path in request.get("files", []):
@@ -44,12 +49,18 @@ def _probe(request: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return report
 
 
-def _leak(name: str, ctx: Context) -> str:
-    value = os.environ.get(name.strip(), "")
+def _leak(text: str, ctx: Context) -> str:
+    name, _, mode = text.strip().partition(" ")
+    value = os.environ.get(name, "")
     ctx.emit(f"chunk holds {value}!")
-    if ctx.idempotency_key.endswith("error"):
+    if ctx.idempotency_key.endswith("error") or mode == "fail":
         raise AdapterError(f"failed, and the message holds {value}")
     return f"result holds {value} and {{'{value}': 1}}"
+
+
+def mask_digits(text: str) -> str:
+    """A stream redactor: every digit becomes ``#``."""
+    return re.sub(r"[0-9]", "#", text)
 
 
 def _registry(prefix: str) -> AdapterRegistry:
