@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""Network allowlist benchmarks, against baselines measured in the same run.
+
+A server process on 127.0.0.1 answers ``GET /N`` with N bytes. One client program times
+itself, run three times per round, interleaved:
+
+- **direct**: on the host, no sandbox, no proxy (the baseline);
+- **endpoint**: on the host, speaking to the proxy's endpoint socket itself (the proxy's
+  share of the cost: no sandbox, no forwarder);
+- **proxied**: in a sandbox whose policy allows the server (by a pinned name), through
+  the loopback forwarder and the host's proxy (`sandbox.netproxy.thread.ProxyThread`, as
+  ``sandvisor exec --allow-net`` runs it).
+
+What it measures, median of each round, the headline the median of the rounds:
+
+1. A 1 MiB download (connect, request, read it all): with a raw-socket client and with
+   urllib (which reads the proxy from the environment; not for the endpoint, a Unix
+   socket). Target: proxied at most 1.5x direct.
+2. Connection set-up: direct, a TCP connect; proxied, a connect to the loopback port
+   and an HTTP ``CONNECT`` until the tunnel is established (the proxy has resolved and
+   connected by then). Target: at most 2 ms above direct.
+3. The forwarder's start cost: ``/bin/true`` in a sandbox, wrapped by the forwarder
+   against not (the wrapper is a second interpreter start); and, inside a sandbox, the
+   time `worker_runtime.netforward.start` takes (what a worker pays: a bind and a fork).
+4. No per-call cost for tools without network: the warm ``invoke`` round trip of a tool
+   in a group without network, in a supervisor of that group alone against one that also
+   serves a group with an allowlist (calls interleaved one by one, each side first in
+   turn). Target: the same, within noise.
+
+Usage: ``.venv/bin/python scripts/bench_netproxy.py [--rounds R] [--runs N]`` (as root,
+like CI; on a shared machine ``nice -n -15`` steadies the wall times).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import trio
+
+from sandbox.launch import Command
+from sandbox.netproxy import NetworkAllowlist
+from sandbox.netproxy.plan import with_forwarder
+from sandbox.netproxy.thread import ProxyThread
+from sandbox.policy import Bind, SandboxPolicy
+from sandbox.pyworker import interpreter, module_bind
+from sandbox.runner import run
+from supervisor import Supervisor, ToolGroup
+
+SERVER = r"""
+import socket, sys, threading
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", 0))
+listener.listen(128)
+print(listener.getsockname()[1], flush=True)
+cache = {}
+def serve(conn):
+    with conn:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        size = int(data.split(b" ", 2)[1].rsplit(b"/", 1)[1] or 0)
+        if size not in cache:
+            cache[size] = (b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                           % size) + b"x" * size
+        conn.sendall(cache[size])
+while True:
+    conn, _ = listener.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"""
+
+CLIENT = r"""
+import json, os, socket, statistics, sys, time, urllib.request
+host, port, runs, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+proxy = os.environ.get("HTTP_PROXY")
+unix = os.environ.get("BENCH_PROXY_SOCKET")  # the endpoint itself, from the host
+via = ("127.0.0.1", int(proxy.rsplit(":", 1)[1])) if proxy else unix
+
+def open_via():
+    if unix:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(unix)
+        return sock
+    return socket.create_connection(via)
+SIZE = 1 << 20
+
+BUFFER = bytearray(262144)
+
+def read_response(sock):
+    data = bytearray()
+    while b"\r\n\r\n" not in data:
+        size = sock.recv_into(BUFFER)
+        if not size:
+            return -1
+        data += BUFFER[:size]
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    got = len(body)
+    while got < length:
+        size = sock.recv_into(BUFFER)
+        if not size:
+            break
+        got += size
+    return got
+
+def download():
+    t = time.perf_counter()
+    if via:
+        sock = open_via()
+        sock.sendall(b"GET http://%s:%d/%d HTTP/1.1\r\n\r\n" % (host.encode(), port, SIZE))
+    else:
+        sock = socket.create_connection((host, port))
+        sock.sendall(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % SIZE)
+    got = read_response(sock)
+    sock.close()
+    assert got == SIZE, got
+    return time.perf_counter() - t
+
+def with_urllib():
+    t = time.perf_counter()
+    got = len(urllib.request.urlopen("http://%s:%d/%d" % (host, port, SIZE)).read())
+    assert got == SIZE, got
+    return time.perf_counter() - t
+
+def setup():
+    t = time.perf_counter()
+    if via:
+        sock = open_via()
+        sock.sendall(b"CONNECT %s:%d HTTP/1.1\r\n\r\n" % (host.encode(), port))
+        reply = sock.recv(100)
+        assert reply.startswith(b"HTTP/1.1 200"), reply
+    else:
+        sock = socket.create_connection((host, port))
+    took = time.perf_counter() - t
+    sock.close()
+    return took
+
+def start_cost():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("nf", sys.argv[5])
+    module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+    t = time.perf_counter()
+    module.start(sys.argv[6])
+    return time.perf_counter() - t
+
+if mode == "start":
+    print(json.dumps({"start": start_cost()}))
+    sys.exit(0)
+measures = [("download", download), ("setup", setup)]
+if not unix:  # urllib cannot speak to a Unix socket
+    measures.append(("urllib", with_urllib))
+for _, fn in measures:
+    fn()  # warm: imports, the first connection, the server's cached body
+result = {}
+for name, fn in measures:
+    result[name] = statistics.median(fn() for _ in range(runs))
+print(json.dumps(result))
+"""
+
+NAME = "bench.test"
+
+
+def allowlist(port: int) -> NetworkAllowlist:
+    """The server by a pinned name; no per-call caps (a run makes 3 x runs + 3
+    connections, past the default 64 from --runs 21)."""
+    return NetworkAllowlist(
+        (f"{NAME}:{port}",), hosts={NAME: "127.0.0.1"}, max_connections=None, max_bytes=None
+    )
+
+
+def start_server() -> tuple[subprocess.Popen[str], int]:
+    server = subprocess.Popen(
+        [sys.executable, "-S", "-c", SERVER], stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdout is not None
+    return server, int(server.stdout.readline())
+
+
+def policy() -> SandboxPolicy:
+    prefix = interpreter()[1]
+    return SandboxPolicy(binds=(Bind(prefix),) if not prefix.startswith("/usr/") else ())
+
+
+def client_argv(port: int, runs: int, mode: str, host: str) -> list[str]:
+    return [os.path.realpath(sys.executable), "-S", "-c", CLIENT, host, str(port), str(runs), mode]
+
+
+def direct(port: int, runs: int) -> dict[str, float]:
+    out = subprocess.run(
+        client_argv(port, runs, "measure", "127.0.0.1"), capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def endpoint_only(port: int, runs: int) -> dict[str, float]:
+    """The same client on the host, speaking to the proxy's endpoint socket itself: the
+    proxy's share of the cost (no sandbox, no forwarder)."""
+    network = allowlist(port)
+    with ProxyThread(network) as endpoint:
+        env = {**os.environ, "BENCH_PROXY_SOCKET": endpoint.socket_path}
+        out = subprocess.run(
+            client_argv(port, runs, "measure", NAME), capture_output=True, text=True,
+            check=True, env=env,
+        )  # fmt: skip
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def proxied(port: int, runs: int) -> dict[str, float]:
+    network = allowlist(port)
+    with ProxyThread(network) as endpoint:
+        command = with_forwarder(
+            Command(tuple(client_argv(port, runs, "measure", NAME))),
+            endpoint.directory,
+            forwards_itself=False,
+        )
+        result = run(policy(), command, timeout=120)
+    if result.termination.exit_code != 0:
+        raise SystemExit(f"proxied client failed: {result.stderr.decode()[-2000:]}")
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def forwarder_costs(port: int, runs: int) -> tuple[float, float, float]:
+    """(/bin/true, /bin/true wrapped by the forwarder, start() inside), median ms."""
+    network = allowlist(port)
+    bare: list[float] = []
+    wrapped: list[float] = []
+    inside: list[float] = []
+    wr = module_bind("worker_runtime", interpreter()[1])
+    assert wr is not None
+    with ProxyThread(network) as endpoint:
+        plain = Command(("/bin/true",))
+        forwarded = with_forwarder(plain, endpoint.directory, forwards_itself=False)
+        start_argv = [
+            *client_argv(port, 1, "start", NAME),
+            f"{wr.dest}/netforward.py",
+            "/run/sandvisor/net/proxy.sock",
+        ]
+        measured = with_forwarder(
+            Command(tuple(start_argv)), endpoint.directory, forwards_itself=True
+        )
+        measured = Command(
+            measured.argv, (*measured.binds, wr), measured.env, measured.masks, measured.cwd
+        )
+        for _ in range(runs):
+            for command, into in ((plain, bare), (forwarded, wrapped)):
+                t = time.perf_counter()
+                result = run(policy(), command, timeout=30)
+                into.append(time.perf_counter() - t)
+                assert result.termination.exit_code == 0, result.stderr
+            result = run(policy(), measured, timeout=30)
+            assert result.termination.exit_code == 0, result.stderr
+            inside.append(json.loads(result.stdout)["start"])
+    return (
+        statistics.median(bare) * 1000,
+        statistics.median(wrapped) * 1000,
+        statistics.median(inside) * 1000,
+    )
+
+
+async def _round_trip(supervisor: Supervisor, tool: str) -> float:
+    t = time.perf_counter()
+    out = await supervisor.invoke(tool, "x")
+    took = time.perf_counter() - t
+    assert out.status == "completed", out.error
+    return took
+
+
+def no_network_cost(port: int, runs: int, rounds: int) -> tuple[float, float]:
+    """Median invoke round trip (ms) of a tool without network: alone, and beside a
+    group with an allowlist."""
+    plain = ToolGroup("plain", adapters=["worker_runtime.examples:registry"])
+    networked = ToolGroup(
+        "net",
+        adapters=["worker_runtime.demo_adapters:registry"],
+        policy=SandboxPolicy(network=[f"127.0.0.1:{port}"]),
+    )
+
+    async def main() -> tuple[float, float]:
+        alone: list[float] = []
+        beside: list[float] = []
+        async with (
+            Supervisor(groups=[plain], ping_interval=None) as one,
+            Supervisor(groups=[plain, networked], ping_interval=None) as both,
+        ):
+            for _ in range(20):  # warm
+                for sup in (one, both):
+                    await _round_trip(sup, "text.upper")
+            for index in range(rounds * runs):  # interleaved call by call, in turn first
+                first, second = (one, both) if index % 2 else (both, one)
+                for sup in (first, second):
+                    took = await _round_trip(sup, "text.upper")
+                    (alone if sup is one else beside).append(took)
+        return statistics.median(alone) * 1000, statistics.median(beside) * 1000
+
+    return trio.run(main)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=20, help="measurements per round and side")
+    args = parser.parse_args()
+    server, port = start_server()
+    try:
+        rounds = []
+        print(
+            "ms, median of each round's runs; proxied: from a sandbox, through its forwarder "
+            "and the proxy; endpoint: from the host to the proxy's socket (no forwarder)"
+        )
+        print(f"{'round':>5} | {'1 MiB raw: direct / endpoint / proxied':>38} | "
+              f"{'1 MiB urllib: direct / proxied':>30} | "
+              f"{'set-up: direct / endpoint / proxied':>35}")  # fmt: skip
+        for index in range(args.rounds):
+            sides = [direct(port, args.runs), endpoint_only(port, args.runs)]
+            sides.append(proxied(port, args.runs))
+            d, e, p = sides
+            row = {
+                "raw": (d["download"], e["download"], p["download"]),
+                "urllib": (d["urllib"], p["urllib"]),
+                "setup": (d["setup"], e["setup"], p["setup"]),
+            }
+            rounds.append(row)
+            print(
+                f"{index + 1:>5} | {_ms(row['raw']):>38} | {_ms(row['urllib']):>30} | "
+                f"{_ms(row['setup'], 3):>35}"
+            )
+        med = {
+            key: tuple(statistics.median(r[key][i] for r in rounds) for i in range(len(row)))
+            for key, row in rounds[0].items()
+        }
+        raw, url, setup = med["raw"], med["urllib"], med["setup"]
+        print("median of rounds:")
+        print(f"  1 MiB download, raw client: {_ratio(raw[0], raw[2])}  (target <= 1.5x); "
+              f"host to the endpoint: {_ratio(raw[0], raw[1])}")  # fmt: skip
+        print(f"  1 MiB download, urllib:     {_ratio(*url)}  (target <= 1.5x)")
+        print(f"  connection set-up:          {_plus(setup[0], setup[2])}  (target <= +2 ms); "
+              f"host to the endpoint: {_plus(setup[0], setup[1])}")  # fmt: skip
+        bare, wrapped, inside = forwarder_costs(port, args.runs)
+        print("forwarder start cost (median):")
+        print(
+            f"  sandbox running /bin/true: {bare:.2f} ms; wrapped by the forwarder: "
+            f"{wrapped:.2f} ms (+{wrapped - bare:.2f} ms, the second interpreter)"
+        )
+        print(
+            f"  netforward.start() inside a sandbox (bind + fork, a worker's cost): {inside:.3f} ms"
+        )
+        alone, beside = no_network_cost(port, args.runs * 5, args.rounds)
+        print("a tool without network, warm invoke round trip (median):")
+        print(
+            f"  alone: {alone:.3f} ms; beside a group with an allowlist: {beside:.3f} ms "
+            f"({beside / alone:.2f}x; target: the same)"
+        )
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _ms(values: tuple[float, ...], digits: int = 2) -> str:
+    return " / ".join(f"{v * 1000:.{digits}f}" for v in values)
+
+
+def _ratio(direct_s: float, proxied_s: float) -> str:
+    return f"{direct_s * 1000:.2f} / {proxied_s * 1000:.2f} ms / {proxied_s / direct_s:.2f}x"
+
+
+def _plus(direct_s: float, proxied_s: float) -> str:
+    return (
+        f"{direct_s * 1000:.3f} / {proxied_s * 1000:.3f} ms / +{(proxied_s - direct_s) * 1000:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
