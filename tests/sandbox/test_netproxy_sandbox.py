@@ -1,6 +1,6 @@
 """The network allowlist in real sandboxes: the loopback forwarder, the host's proxy,
-real servers on 127.0.0.1, and clients that know nothing of either (urllib, curl, a raw
-SOCKS5 client)."""
+real servers on 127.0.0.1, and clients that know nothing of either (urllib, requests, curl, a
+raw SOCKS5 client)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from sandbox.netproxy import NetworkAllowlist
 from sandbox.netproxy.events import NetEvent
 from sandbox.netproxy.plan import SANDBOX_DIR, SANDBOX_SOCKET, with_forwarder
 from sandbox.netproxy.thread import ProxyThread
+from sandbox.policy import Bind
 from sandbox.runner import RunResult, run
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.cgroup]
@@ -186,6 +187,32 @@ def test_curl_uses_the_proxy_unchanged(server: int) -> None:
         ("connect", True),  # -p: a CONNECT tunnel, as for https
         ("http", False),
         ("http", True),
+    ]
+
+
+def test_requests_uses_the_proxy_unchanged(server: int) -> None:
+    """requests reads the proxy from the environment too (its site-packages bound in)."""
+    requests = pytest.importorskip("requests")
+    site = os.path.dirname(os.path.dirname(requests.__file__))
+    network = NetworkAllowlist([f"web.test:{server}"], hosts={"web.test": "127.0.0.1"})
+    code = f"""
+sys.path.insert(0, {site!r})
+import requests
+ok = requests.get("http://web.test:{server}/5000", timeout=10)
+no = requests.get("http://other.test:{server}/1", timeout=10)
+out({{"ok": [ok.status_code, len(ok.content)],
+     "denied": [no.status_code, no.headers.get("X-Sandvisor-Refused")]}})
+"""
+    policy = py_policy(network=network, binds=(Bind(site),))
+    events: list[NetEvent] = []
+    result = run(policy, [PYTHON, "-S", "-c", PRELUDE + code], timeout=30,
+                 on_network=events.append)  # fmt: skip
+    assert result.termination.exit_code == 0, result.stderr.decode(errors="replace")[-2000:]
+    res = json.loads(result.stdout.decode().strip().splitlines()[-1])
+    assert res == {"ok": [200, 5000], "denied": [403, "not_allowed"]}
+    assert sorted((e.host, e.allowed) for e in events) == [
+        ("other.test", False),
+        ("web.test", True),
     ]
 
 
