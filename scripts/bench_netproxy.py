@@ -22,7 +22,9 @@ What it measures, median of each round, the headline the median of the rounds:
 3. The forwarder's start cost: ``/bin/true`` in a sandbox, wrapped by the forwarder
    against not (the wrapper is a second interpreter start); and, inside a sandbox, the
    time `worker_runtime.netforward.start` takes (what a worker pays: a bind and a fork).
-4. No per-call cost for tools without network: the warm ``invoke`` round trip of a tool
+4. The proxy's CPU time (the bench's own, where the proxy's thread is all that runs
+   while a host client downloads through the endpoint): per connection, and per MiB.
+5. No per-call cost for tools without network: the warm ``invoke`` round trip of a tool
    in a group without network, in a supervisor of that group alone against one that also
    serves a group with an allowlist (calls interleaved one by one, each side first in
    turn). Target: the same, within noise.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -114,17 +117,17 @@ def read_response(sock):
         got += size
     return got
 
-def download():
+def download(size=SIZE):
     t = time.perf_counter()
     if via:
         sock = open_via()
-        sock.sendall(b"GET http://%s:%d/%d HTTP/1.1\r\n\r\n" % (host.encode(), port, SIZE))
+        sock.sendall(b"GET http://%s:%d/%d HTTP/1.1\r\n\r\n" % (host.encode(), port, size))
     else:
         sock = socket.create_connection((host, port))
-        sock.sendall(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % SIZE)
+        sock.sendall(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % size)
     got = read_response(sock)
     sock.close()
-    assert got == SIZE, got
+    assert got == size, got
     return time.perf_counter() - t
 
 def with_urllib():
@@ -156,6 +159,10 @@ def start_cost():
 
 if mode == "start":
     print(json.dumps({"start": start_cost()}))
+    sys.exit(0)
+if mode.startswith("size="):  # downloads only, for the proxy's CPU
+    for _ in range(runs):
+        download(int(mode[5:]))
     sys.exit(0)
 measures = [("download", download), ("setup", setup)]
 if not unix:  # urllib cannot speak to a Unix socket
@@ -214,6 +221,22 @@ def endpoint_only(port: int, runs: int) -> dict[str, float]:
             check=True, env=env,
         )  # fmt: skip
     return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def proxy_cpu(port: int, runs: int) -> tuple[float, float]:
+    """The proxy's CPU time (ms; its thread is all this process runs meanwhile) per
+    connection (empty downloads) and per MiB (8 MiB downloads, less a connection's)."""
+    per_download = []
+    with ProxyThread(allowlist(port)) as endpoint:
+        env = {**os.environ, "BENCH_PROXY_SOCKET": endpoint.socket_path}
+        for size in (0, 8 << 20):
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            subprocess.run(client_argv(port, runs, f"size={size}", NAME), check=True, env=env)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            spent = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            per_download.append(spent / runs * 1000)
+    connection, large = per_download
+    return connection, (large - connection) / 8
 
 
 def proxied(port: int, runs: int) -> dict[str, float]:
@@ -355,6 +378,9 @@ def main() -> None:
         print(
             f"  netforward.start() inside a sandbox (bind + fork, a worker's cost): {inside:.3f} ms"
         )
+        connection, per_mib = proxy_cpu(port, args.runs * 5)
+        print("the proxy's CPU time (from the host to the endpoint; its thread alone):")
+        print(f"  per connection: {connection:.3f} ms; per MiB moved: {per_mib:.3f} ms")
         alone, beside = no_network_cost(port, args.runs * 5, args.rounds)
         print("a tool without network, warm invoke round trip (median):")
         print(
