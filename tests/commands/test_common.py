@@ -223,14 +223,16 @@ def test_serve_audits_each_connection_through_the_proxy(tmp_path: Path) -> None:
             assert client.wait() == 0
     (call,) = [e["audit"] for e in client.seen if e["event"] == "audit"]
     net = [e["net"] for e in client.seen if e["event"] == "net"]
-    assert [(e["host"], e["allowed"], e["reason"]) for e in net] == [
-        ("alpha.test", True, None), ("bravo.test", False, "not_allowed"),
-        ("169.254.169.254", False, "metadata"),
+    # in the order the connections ended, which a loaded machine may shuffle
+    assert sorted((e["host"], e["allowed"], e["reason"]) for e in net) == [
+        ("169.254.169.254", False, "metadata"), ("alpha.test", True, None),
+        ("bravo.test", False, "not_allowed"),
     ]  # fmt: skip
+    net.sort(key=lambda e: e["host"])
     for event in net:
         assert (event["group"], event["tool"]) == ("alpha", "a.probe")
         assert (event["sandbox"], event["call"]) == (call["session_id"], call["rid"])
-    assert net[0]["bytes_down"] > 1000 and net[1]["bytes_down"] == 0
+    assert net[1]["bytes_down"] > 1000 and net[2]["bytes_down"] == 0
 
 
 @pytest.mark.parametrize("command", ["script", "serve", "mcp"])
