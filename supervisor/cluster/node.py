@@ -8,9 +8,10 @@ node (cgroups of a process that was SIGKILLed, as ``ray.kill`` does), opens the 
 durable ledger, then asks a fresh worker about every operation that ledger still holds in
 flight (``reconcile``); what stays unknown expires at its deadline.
 
-A call arrives as a `CallRequest` with a caller-made ``call_id``; ``cancel`` names calls by
-it, so the caller cancels through the node (cooperatively) and still receives the call's
-real outcome from the call itself. A cancel that overtakes its call (both queued in Ray)
+A call arrives as a `CallRequest` (a row: see wire) with a caller-made ``call_id`` and runs
+in the Ray task that carried it (no task of its own); ``cancel`` names calls by it, so the
+caller cancels through the node (cooperatively) and still receives the call's real
+outcome from the call itself. A cancel that overtakes its call (both queued in Ray)
 is remembered and applied when the call arrives. Ray's own task cancellation
 (``ray.cancel``) is turned into the same cooperative cancel before it propagates.
 """
@@ -35,7 +36,14 @@ from sandbox.gate import require
 from supervisor.cluster.errors import NodeUnfit
 from supervisor.cluster.outcomes import from_ledger
 from supervisor.cluster.waiting import to_the_end
-from supervisor.cluster.wire import CallRequest, NodeConfig, NodeInfo
+from supervisor.cluster.wire import (
+    CallRequest,
+    NodeConfig,
+    NodeInfo,
+    Row,
+    from_row,
+    pack_outcomes,
+)
 from supervisor.hosting import AsyncioSupervisor
 from supervisor.ledger import LedgerError, OperationInfo
 from supervisor.workers.calls import CallHandle
@@ -72,7 +80,7 @@ class NodeSupervisor:
     def __init__(self, config: NodeConfig) -> None:
         self._config = config
         self._sup: AsyncioSupervisor | None = None
-        self._calls: dict[str, CallHandle | None] = {}  # running here; None while starting
+        self._calls: dict[str, CallHandle] = {}  # running here, by call id
         self._early: dict[str, float] = {}  # call id -> until when its cancel is kept
         #: key -> the call's outcome once it ended here, or (tool, op id) of an operation
         #: recovered from the ledger
@@ -160,12 +168,14 @@ class NodeSupervisor:
 
     # -- calls ----------------------------------------------------------------------------
 
-    async def run(self, request: CallRequest) -> Outcome:
-        """One call to its outcome (refusals raise, as from the supervisor)."""
-        return await self._call(request, None)
+    async def run(self, row: Row) -> bytes | list[Outcome | BaseException]:
+        """One call (a `CallRequest` as a row) to its outcome, packed (`pack_outcomes`);
+        a refusal raises, as from the supervisor."""
+        return pack_outcomes([await self._call(from_row(row), None)])
 
-    async def stream(self, request: CallRequest) -> AsyncIterator[str | Outcome]:
+    async def stream(self, row: Row) -> AsyncIterator[str | Outcome]:
         """One call's chunks as they come, then its `Outcome` (a Ray streaming generator)."""
+        request = from_row(row)
         queue: asyncio.Queue[str | None] = asyncio.Queue()
         call = asyncio.ensure_future(self._call(request, queue.put_nowait))
         call.add_done_callback(lambda _: queue.put_nowait(None))
@@ -179,36 +189,33 @@ class NodeSupervisor:
                 with contextlib.suppress(Exception):
                     await to_the_end(call)
 
-    async def run_many(self, requests: list[CallRequest]) -> list[Outcome | BaseException]:
-        """A batch, all at once: each call's outcome, or the refusal it raised."""
-        calls = (self._call(r, None) for r in requests)
-        return await asyncio.gather(*calls, return_exceptions=True)
+    async def run_many(self, rows: list[Row]) -> bytes | list[Outcome | BaseException]:
+        """A batch, all at once: each call's outcome, or the refusal it raised (packed)."""
+        calls = (self._call(from_row(row), None) for row in rows)
+        return pack_outcomes(await asyncio.gather(*calls, return_exceptions=True))
 
     async def _call(
         self, request: CallRequest, on_chunk: Callable[[str], object] | None
     ) -> Outcome:
-        sup = await self._supervisor()
+        """Run the call in this task (no task of its own): ``cancel`` reaches it through
+        its handle; Ray's cancellation of this task cancels it cooperatively, waits for
+        its end, then propagates."""
+        sup = (self._sup or await self._supervisor()).supervisor
         call_id, key = request.call_id, request.idempotency_key
         if call_id in self._calls:
             raise SupervisorError(f"call {call_id!r} is already running on this node")
-        self._calls[call_id] = None
+        deadline = None
+        if request.deadline_at is not None:  # the caller's wall clock: Ray's queue counted
+            deadline = max(request.deadline_at - time.time(), MIN_DEADLINE)
+        handle = sup.prepare(
+            request.tool, request.value, deadline=deadline, on_chunk=on_chunk,
+            idempotency_key=key,
+        )  # fmt: skip
+        self._calls[call_id] = handle
         try:
-            deadline = None
-            if request.deadline_at is not None:  # the caller's wall clock: Ray's queue counted
-                deadline = max(request.deadline_at - time.time(), MIN_DEADLINE)
-            handle = await sup.start(
-                request.tool, request.value, deadline=deadline, on_chunk=on_chunk,
-                idempotency_key=key,
-            )  # fmt: skip
-            self._calls[call_id] = handle
-            if self._early.pop(call_id, None) is not None:  # its cancel came first
-                outcome = await to_the_end(handle.cancel())
-            else:
-                try:
-                    outcome = await handle.outcome()
-                except asyncio.CancelledError:  # Ray cancelled this task: cancel the call
-                    await to_the_end(handle.cancel())
-                    raise
+            if self._early and self._early.pop(call_id, None) is not None:
+                handle.request_cancel()  # its cancel came first
+            outcome = await sup.drive(handle)
         finally:
             del self._calls[call_id]
         self._remember(key, outcome)
@@ -224,7 +231,7 @@ class NodeSupervisor:
         handles = []
         for call_id in call_ids:
             handle = self._calls.get(call_id)
-            if handle is None:  # not arrived, still starting, or ended already
+            if handle is None:  # not arrived, or ended already
                 self._early[call_id] = now + EARLY_CANCEL_SECONDS
             else:
                 handles.append(handle)

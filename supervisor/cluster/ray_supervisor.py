@@ -17,6 +17,7 @@ ledger and reconciles or expires what was in flight.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import uuid
@@ -31,7 +32,15 @@ from supervisor.cluster.errors import ClusterError
 from supervisor.cluster.outcomes import node_lost, undispatched
 from supervisor.cluster.routing import Node, NoNode, Router
 from supervisor.cluster.waiting import to_the_end
-from supervisor.cluster.wire import Call, CallRequest, NodeConfig, NodeInfo, deadline_at
+from supervisor.cluster.wire import (
+    Call,
+    CallRequest,
+    NodeConfig,
+    NodeInfo,
+    deadline_at,
+    to_row,
+    unpack_outcomes,
+)
 from supervisor.ledger import UnknownTool
 from supervisor.ledger.policy import check_id
 from supervisor.workers.calls import ChunkCallback
@@ -113,6 +122,8 @@ class RaySupervisor:
         self._tools: frozenset[str] = frozenset()
         self._live_keys: set[str] = set()
         self._started: set[asyncio.Task[Outcome]] = set()  # calls of handles, for `aclose`
+        self._call_prefix = f"{uuid.uuid4().hex[:16]}-"  # call ids: this prefix, a number
+        self._call_numbers = itertools.count()
         self._state = "new"
 
     # -- life -----------------------------------------------------------------------------
@@ -247,7 +258,7 @@ class RaySupervisor:
                     f"a call of this supervisor with key {idempotency_key!r} is in flight"
                 )
         return CallRequest(
-            call_id=uuid.uuid4().hex,
+            call_id=f"{self._call_prefix}{next(self._call_numbers):x}",
             tool=tool,
             value=value,
             deadline_at=at,
@@ -414,7 +425,9 @@ class RaySupervisor:
         ray = _ray()
         try:
             if on_chunk is None:
-                outcome: Outcome = await node.actor.run.remote(request)
+                packed = await node.actor.run.remote(to_row(request))
+                outcome = unpack_outcomes(packed)[0]
+                assert isinstance(outcome, Outcome)
             else:
                 outcome = await self._stream(node, request, on_chunk)
         except ray.exceptions.RayActorError as exc:
@@ -429,7 +442,7 @@ class RaySupervisor:
     async def _stream(
         self, node: Node[Any], request: CallRequest, on_chunk: ChunkCallback
     ) -> Outcome:
-        stream = node.actor.stream.options(num_returns="streaming").remote(request)
+        stream = node.actor.stream.options(num_returns="streaming").remote(to_row(request))
         deliver: ChunkCallback | None = on_chunk
         async for ref in stream:
             item = await ref
@@ -455,13 +468,13 @@ class RaySupervisor:
         assert node is not None and self._router is not None
         ray = _ray()
         try:
-            results: list[Outcome | BaseException] = await node.actor.run_many.remote(batch)
+            packed = await node.actor.run_many.remote([to_row(r) for r in batch])
         except ray.exceptions.RayActorError as exc:
             return [self._lost(node, request, exc) for request in batch]
         finally:
             self._router.ended(node, len(batch))
         self._router.answered(node)
-        return [_unwrap(r) if isinstance(r, BaseException) else r for r in results]
+        return [_unwrap(r) if isinstance(r, BaseException) else r for r in unpack_outcomes(packed)]
 
     def _lost(self, node: Node[Any], request: CallRequest, exc: BaseException) -> Outcome:
         ray = _ray()

@@ -558,13 +558,38 @@ class Supervisor:
         idempotency_key: str | None = None,
     ) -> CallHandle:
         """Start a call in the supervisor's nursery; `CallHandle.cancel`/`outcome`."""
-        call = self._admit(tool, value, deadline, on_chunk, idempotency_key)
-        assert self._host is not None and self._nursery is not None
-        handle = CallHandle(call, self._host.event())
-        call.queue()
+        handle = self.prepare(
+            tool, value, deadline=deadline, on_chunk=on_chunk, idempotency_key=idempotency_key
+        )
+        assert self._nursery is not None
         self._nursery.start_soon(self._run_handle, handle)
         await anyio.lowlevel.checkpoint()
         return handle
+
+    def prepare(
+        self,
+        tool: str,
+        value: Any,
+        *,
+        deadline: float | None = None,
+        on_chunk: ChunkCallback | None = None,
+        idempotency_key: str | None = None,
+    ) -> CallHandle:
+        """Reserve a call (its refusals raise here) and return its handle without running
+        it: `drive` runs it in the caller's own task, where `start` spawns one, which a
+        host that already runs each call in a task of its own need not pay for."""
+        call = self._admit(tool, value, deadline, on_chunk, idempotency_key)
+        assert self._host is not None
+        handle = CallHandle(call, self._host.event())
+        call.queue()
+        return handle
+
+    async def drive(self, handle: CallHandle) -> Outcome:
+        """Run a `prepare`d call to its `Outcome` in this task. ``handle.cancel()`` from
+        another task (and `aclose`) ends it cooperatively with its outcome; a cancellation
+        of this task becomes a cooperative ``cancel`` too, then propagates."""
+        await self._run_handle(handle)
+        return await handle.outcome()
 
     async def _run_handle(self, handle: CallHandle) -> None:
         try:

@@ -33,7 +33,7 @@ from cluster_helpers import (
 
 from supervisor import DuplicateOperation
 from supervisor.cluster import NODE_LOST, Call, NodeUnfit, RaySupervisor
-from supervisor.cluster.wire import CallRequest
+from supervisor.cluster.wire import CallRequest, to_row, unpack_outcomes
 from supervisor.ledger import InvalidInput, UnknownTool
 from supervisor.workers.supervisor import EXPIRY_SLACK
 
@@ -135,7 +135,8 @@ def test_a_deadline_is_the_callers_wall_clock_so_queued_time_counts(sup: RaySupe
             call_id="late-1", tool="sleep", value="5", deadline_at=time.time() - 0.01,
             idempotency_key="late-1",
         )  # fmt: skip
-        out = await actor.run.remote(late)
+        (out,) = unpack_outcomes(await actor.run.remote(to_row(late)))
+        assert not isinstance(out, BaseException)
         assert (out.status, out.run_s, out.session_id) == ("timed_out", 0.0, None)
 
     run(main())

@@ -175,6 +175,31 @@ async def test_the_callers_cancel_waits_longer_for_the_acknowledgement_than_a_de
         assert late.session_id == out.session_id
 
 
+async def test_a_prepared_call_runs_in_the_driving_task_and_cancels_by_its_handle() -> None:
+    async with supervisor(pool_size=1) as sup:
+        with pytest.raises(UnknownTool):  # refusals at once, before anything runs
+            sup.prepare("nope", "x")
+        handle = sup.prepare("echo", "inline")
+        assert not handle.done
+        out = await sup.drive(handle)
+        assert (out.status, out.value) == ("completed", "inline") and handle.done
+        slow = sup.prepare("sleep", "30")
+        outcomes: list[Outcome] = []
+
+        async def drive() -> None:
+            outcomes.append(await sup.drive(slow))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drive)
+            await trio.sleep(0.2)
+            cancelled = await slow.cancel()  # from another task: the real outcome, to both
+        assert outcomes == [cancelled] and cancelled.status == "cancelled"
+        with trio.move_on_after(0.3) as scope:  # the driving task cancelled: cooperative
+            await sup.drive(sup.prepare("sleep", "30"))
+        assert scope.cancelled_caught
+        check_ledger(sup, indeterminate_ok=False)
+
+
 async def test_cancel_before_dispatch_runs_nothing() -> None:
     async with supervisor(pool_size=1) as sup:
         busy = await sup.start("sleep", "30")
