@@ -25,7 +25,7 @@ def local_ray() -> Iterator[str]:
     process it started is gone (later tests of this process count their descendants)."""
     import ray
 
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    before = children()
     context = ray.init(
         address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
         runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}},
@@ -34,19 +34,29 @@ def local_ray() -> Iterator[str]:
         yield str(context.address_info["address"])
     finally:
         ray.shutdown(wait_for_processes=True)
+        none_left_since(before)
 
-        def started() -> list[psutil.Process]:
-            children = psutil.Process().children(recursive=True)
-            return [p for p in children if p.pid not in before and alive(p.pid)]
 
-        if not wait_for(lambda: not started(), 20):
-            for process in started():  # Ray's, started by this fixture: none may linger
-                with contextlib.suppress(psutil.Error):
-                    process.kill()
-        for process in psutil.Process().children():
-            with contextlib.suppress(psutil.Error, ChildProcessError):
-                if process.pid not in before and process.status() == psutil.STATUS_ZOMBIE:
-                    os.waitpid(process.pid, 0)  # reaped: not even a zombie stays
+def children() -> set[int]:
+    """The pids of this process's descendants (before a Ray starts, for `none_left_since`)."""
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def none_left_since(before: set[int]) -> None:
+    """Every descendant started since ``before`` (a Ray's processes) gone, reaped too."""
+
+    def started() -> list[psutil.Process]:
+        found = psutil.Process().children(recursive=True)
+        return [p for p in found if p.pid not in before and alive(p.pid)]
+
+    if not wait_for(lambda: not started(), 20):
+        for process in started():  # Ray's, started by the fixture: none may linger
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+    for process in psutil.Process().children():
+        with contextlib.suppress(psutil.Error, ChildProcessError):
+            if process.pid not in before and process.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(process.pid, 0)  # reaped: not even a zombie stays
 
 
 def alive(pid: int) -> bool:
