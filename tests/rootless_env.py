@@ -323,10 +323,12 @@ class RootlessUser:
             if self.setup == "none":  # a delegation left by a test that failed midway
                 self.setup = "v1" if delegated_dirs(self.name) else "none"
             self.undelegate()
+        # checked while the uid is still ours: after userdel another test's new user may be
+        # given the same uid at once (seen with two users made in parallel)
+        if left_running := self.processes():
+            problems.append(f"processes {[p.pid for p in left_running]}")
         subprocess.run(["userdel", self.name], capture_output=True)
         shutil.rmtree(self.base, ignore_errors=True)
-        if self.processes():
-            problems.append(f"processes {[p.pid for p in self.processes()]}")
         if subprocess.run(["getent", "passwd", self.name], capture_output=True).returncode == 0:
             problems.append("the user still exists")
         if left := delegated_dirs(self.name):
