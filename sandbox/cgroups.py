@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shlex
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from .errors import ContainmentError, SandboxUnavailable
+from .selfpath import sudo_sandvisor
 
 PARENT_NAME = "sandvisor"
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -736,11 +738,12 @@ def limits_fix() -> str:
             f"`systemd-run --scope -p Delegate=yes ...`); {per_process}"
         )
     user = user_name()
+    delegate = sudo_sandvisor(f"doctor --delegate {shlex.quote(user)}")
     if any(m.version == 1 and "memory" in m.controllers for m in cgroup_mounts()):
-        where = f"`sudo sandvisor doctor --delegate {user} --apply` (cgroup v1 subtrees)"
+        where = f"`{delegate} --apply` (cgroup v1 subtrees)"
     else:
         where = (
             "`systemd-run --user --scope -p Delegate=yes -- COMMAND` (cgroup v2, systemd), "
-            f"or `sudo sandvisor doctor --delegate {user} --apply`"
+            f"or `{delegate} --apply`"
         )
     return f"have cgroups delegated to {user}: {where}; {per_process}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import textwrap
 
@@ -19,6 +20,7 @@ from .delegate import plan as plan_delegation
 from .delegate import removal
 from .errors import SandboxError
 from .probe import ProbeReport, probe
+from .selfpath import sandvisor_command, sudo_sandvisor
 
 _MARK = {"ok": "ok", "missing": "MISSING", "warning": "warning", "info": "info"}
 
@@ -112,7 +114,7 @@ def _delegate(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         return _fail(
             f"--delegate makes cgroups for {args.delegate}: run it as root "
-            f"(sudo sandvisor doctor --delegate {args.delegate} --apply)"
+            f"({sudo_sandvisor(f'doctor --delegate {shlex.quote(args.delegate)} --apply')})"
         )
     try:
         plan = (removal if args.remove else plan_delegation)(args.delegate)
@@ -125,7 +127,8 @@ def _delegate(args: argparse.Namespace) -> int:
     for note in plan.notes:
         print(f"# {note}")
     if plan.steps and not (args.apply or args.remove):
-        print(f"# not done yet: sandvisor doctor --delegate {args.delegate} --apply does it")
+        again = f"{sandvisor_command()} doctor --delegate {shlex.quote(args.delegate)} --apply"
+        print(f"# not done yet: {again} does it")
     return 0
 
 

@@ -38,6 +38,7 @@ from .gate import (
 )
 from .limits import host_process_ceiling, shared_uid_nproc
 from .policy import SandboxPolicy
+from .selfpath import sandvisor_command
 
 MIN_BWRAP = (0, 8, 0)
 
@@ -147,8 +148,8 @@ def check_this_users_sandboxes() -> list[Check]:
             "ok",
             "a fresh uid per sandbox, pinned binds of what only root can reach, its own "
             "cgroups; an ordinary user gets the same namespaces, seccomp and binds, with "
-            "limits from a delegated cgroup (sandvisor doctor --delegate USER --apply) or "
-            "per-process limits, its sandboxes sharing its uid",
+            f"limits from a delegated cgroup ({sandvisor_command()} doctor --delegate USER "
+            "--apply) or per-process limits, its sandboxes sharing its uid",
         )
     ]
 
