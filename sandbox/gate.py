@@ -130,12 +130,13 @@ def check_bwrap_present() -> Check:
 def check_user_namespaces() -> Check:
     fix = ""
     problems = []
+    sudo = "sudo " if rootless() else ""
     if read_value("/proc/sys/user/max_user_namespaces") == "0":
         problems.append("user.max_user_namespaces is 0")
-        fix = "sysctl -w user.max_user_namespaces=15000"
+        fix = f"{sudo}sysctl -w user.max_user_namespaces=15000"
     if read_value("/proc/sys/kernel/unprivileged_userns_clone") == "0":
         problems.append("kernel.unprivileged_userns_clone is 0")
-        fix = "sysctl -w kernel.unprivileged_userns_clone=1"
+        fix = f"{sudo}sysctl -w kernel.unprivileged_userns_clone=1"
     if not os.path.exists("/proc/self/ns/user"):
         problems.append("the kernel has no user namespaces")
         fix = "use a kernel built with CONFIG_USER_NS"
@@ -150,8 +151,12 @@ def doubtful() -> bool:
     """Whether bwrap may be refused what the sysctls allow: AppArmor restricts user
     namespaces (Ubuntu >= 23.10), or this process runs in a container or under a seccomp
     filter already (Docker's default refuses mounts and new namespaces)."""
-    if read_value(APPARMOR_SYSCTL) == "1" or in_container():
-        return True
+    return read_value(APPARMOR_SYSCTL) == "1" or in_container() or under_seccomp()
+
+
+def under_seccomp() -> bool:
+    """This process already runs under a seccomp filter (inherited: a container, a
+    systemd unit's ``SystemCallFilter=``/``RestrictNamespaces=``, a sandbox)."""
     status = read_value("/proc/self/status") or ""
     return any(line.split() == ["Seccomp:", "2"] for line in status.splitlines())
 
@@ -169,6 +174,14 @@ FIX_CONTAINER = (
     "Podman: --security-opt seccomp=unconfined --security-opt apparmor=unconfined, or a "
     "seccomp profile that allows unshare, clone with namespace flags, and mount), or run "
     "sandvisor on the host"
+)
+FIX_SECCOMP = (
+    "start the host outside that filter, or have it allow unshare, clone with namespace "
+    "flags, and mount (a systemd unit: RestrictNamespaces=no and no SystemCallFilter= "
+    "denying @mount)"
+)
+FIX_UNKNOWN = (
+    "run `bwrap --unshare-all --ro-bind / / /bin/true` as this user to see what refuses it"
 )
 
 
@@ -205,10 +218,17 @@ def bwrap_self_test() -> Check:
             f"AppArmor restricts unprivileged user namespaces, and bwrap has no profile: {said}"
         )
         return Check("user namespaces", "missing", detail, FIX_APPARMOR)
-    if in_container() or "Operation not permitted" in said:
+    if in_container():
         detail = f"this container refuses bwrap its namespaces or mounts: {said}"
         return Check("user namespaces", "missing", detail, FIX_CONTAINER)
-    return Check("user namespaces", "missing", said, "see `sandvisor doctor` for the details")
+    if under_seccomp() and any(word in said for word in _REFUSED):
+        detail = f"a seccomp filter this process runs under refuses bwrap: {said}"
+        return Check("user namespaces", "missing", detail, FIX_SECCOMP)
+    return Check("user namespaces", "missing", said, FIX_UNKNOWN)
+
+
+#: How bwrap says a namespace or mount was refused (EPERM).
+_REFUSED = ("Operation not permitted", "No permissions to create new namespace")
 
 
 def check_seccomp() -> Check:
