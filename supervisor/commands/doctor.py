@@ -76,7 +76,10 @@ def mcp_checks(server: Sequence[str], *, start: bool, start_timeout: float = 30.
         try:
             os.close(check_bind(bind, uid)[0])
         except SandboxError as exc:
-            fix = f"chmod -R o+rX {bind.source}, or install the runtime where others can read"
+            who = _whose_bits(bind.source, uid)
+            fix = f"chmod -R {who}+rX {bind.source}"
+            if who == "o":
+                fix += ", or install the runtime where others can read"
             checks.append(Check(name, "missing", str(exc), fix, NEEDED_FOR))
         else:
             detail = f"{bind.source} (readable by the sandbox, bound read-only)"
@@ -88,11 +91,25 @@ def mcp_checks(server: Sequence[str], *, start: bool, start_timeout: float = 30.
         if not usable:
             what = "readable and executable" if index == 0 else "readable"
             detail = f"{path} is not {what} by the sandbox (host uid {uid})"
-            fix = f"chmod o+r{'x' if index == 0 else ''} {path}"
+            fix = f"chmod {_whose_bits(path, uid)}+r{'x' if index == 0 else ''} {path}"
             checks.append(Check("mcp server file", "missing", detail, fix, NEEDED_FOR))
     if start:
         checks.append(_start_check(server, start_timeout))
     return checks
+
+
+def _whose_bits(path: str, uid: int) -> str:
+    """Which of the mode's classes applies to the sandbox's ``uid`` (``chmod``'s letter):
+    the owner's for a rootless host's own files, else the group's or the others'."""
+    from sandbox.binds import groups_of
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "o"
+    if st.st_uid == uid:
+        return "u"
+    return "g" if st.st_gid in groups_of(uid) else "o"
 
 
 def _executable_by(st: os.stat_result, uid: int) -> bool:

@@ -5,6 +5,7 @@ servers and a real sandbox for the start check)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any
 
 from hosting_helpers import child_env
 from mcp_fixtures import Servers
+
+ROOTLESS = os.geteuid() != 0  # the sandbox runs as this user's own uid
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
@@ -59,21 +62,25 @@ def test_what_the_sandbox_cannot_bind_or_read_is_named_with_its_fix(tmp_path: Pa
     done = doctor("--json", "--no-smoke", "--", "npx", "-y", "some-server")
     assert "downloads the server" in mcp_checks(done)[0]["detail"]
 
-    # a runtime's prefix the sandbox's uid cannot read (e.g. installed under a 0700 home)
+    # a runtime's prefix the sandbox's uid cannot read (e.g. installed under a 0700 home,
+    # for root's fresh uid; a rootless host's sandbox is its own uid: its owner bits)
     prefix = tmp_path / "runtime"
     (prefix / "bin").mkdir(parents=True)
     program = prefix / "bin" / "server"
     program.write_text("#!/bin/sh\n")
     program.chmod(0o755)
-    prefix.chmod(0o700)
+    prefix.chmod(0o300 if ROOTLESS else 0o700)
     done = doctor("--json", "--no-smoke", "--", str(program))
     assert mcp_checks(done)[0]["status"] == "ok"  # its #!/bin/sh is the system's: not bound
     runtime = [c for c in mcp_checks(done) if c["name"] == "mcp runtime"]
     assert done.returncode == 1 and runtime[0]["status"] == "missing", done.stdout
     assert "not readable by the sandbox" in runtime[0]["detail"]
-    assert (
-        runtime[0]["fix"] == f"chmod -R o+rX {prefix}, or install the runtime where others can read"
-    )
+    if ROOTLESS:
+        assert runtime[0]["fix"] == f"chmod -R u+rX {prefix}"
+    else:
+        assert runtime[0]["fix"] == (
+            f"chmod -R o+rX {prefix}, or install the runtime where others can read"
+        )
 
     # a script the sandbox's uid cannot read, in a directory it can
     app = tmp_path / "app"
@@ -81,7 +88,8 @@ def test_what_the_sandbox_cannot_bind_or_read_is_named_with_its_fix(tmp_path: Pa
     app.chmod(0o755)
     script = app / "server.js"
     script.write_text("")
-    script.chmod(0o600)
+    script.chmod(0o200 if ROOTLESS else 0o600)
     done = doctor("--json", "--no-smoke", "--", "node", str(script))
     files = [c for c in mcp_checks(done) if c["name"] == "mcp server file"]
-    assert done.returncode == 1 and files[0]["fix"] == f"chmod o+r {script}", done.stdout
+    who = "u" if ROOTLESS else "o"
+    assert done.returncode == 1 and files[0]["fix"] == f"chmod {who}+r {script}", done.stdout
