@@ -5,8 +5,8 @@ the supervisor lives on. The actor starts its supervisor as soon as it is made, 
 whenever Ray restarts it: it first checks that the node can sandbox (the checks of
 ``sandvisor doctor``, an error naming the node), removes what a dead owner left on the
 node (cgroups of a process that was SIGKILLed, as ``ray.kill`` does), opens the node's
-durable ledger, then asks a fresh worker about every operation that ledger still holds in
-flight (``reconcile``); what stays unknown expires at its deadline.
+durable ledger, whose supervisor asks a fresh worker about every operation it still holds
+in flight (``reconcile_on_start``); what stays unknown expires at its deadline.
 
 A call arrives as a `CallRequest` (a row: see wire) with a caller-made ``call_id`` and runs
 in the Ray task that carried it (no task of its own); ``cancel`` names calls by it, so the
@@ -34,6 +34,7 @@ from sandbox import SandboxUnavailable
 from sandbox.cgroups import collect_orphans, detect_layout
 from sandbox.gate import require
 from supervisor.cluster.errors import NodeUnfit
+from supervisor.cluster.niceness import niceness, set_niceness
 from supervisor.cluster.outcomes import from_ledger
 from supervisor.cluster.waiting import to_the_end
 from supervisor.cluster.wire import (
@@ -45,7 +46,7 @@ from supervisor.cluster.wire import (
     pack_outcomes,
 )
 from supervisor.hosting import AsyncioSupervisor
-from supervisor.ledger import LedgerError, OperationInfo
+from supervisor.ledger import LedgerError
 from supervisor.workers.calls import CallHandle
 from supervisor.workers.outcome import Outcome
 from supervisor.workers.supervisor import SHUTDOWN_TIMEOUT, SupervisorError
@@ -59,8 +60,6 @@ MIN_DEADLINE = 1e-6
 EARLY_CANCEL_SECONDS = 600.0
 #: Idempotency keys whose outcome the actor can give later (the most recent ones).
 KEYS_KEPT = 65_536
-#: At most this long is spent reconciling recovered operations at start.
-RECONCILE_BUDGET = 30.0
 
 
 def default_ledger_dir() -> str:
@@ -69,8 +68,12 @@ def default_ledger_dir() -> str:
     return os.path.join(state, "sandvisor", "ray")
 
 
-def ledger_file(ledger_dir: str | None, name: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+def ledger_file(ledger_dir: str | None, name: str, node_id: str) -> str:
+    """``<namespace>.<name>.<node id>.sqlite3``: the node's own, so two nodes whose
+    ledger directories are one (two raylets on a machine, a shared home) never open one
+    file (the second would find it locked); a restarted actor, on the same node, opens
+    the file its predecessor left."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{name}.{node_id}")
     return os.path.join(ledger_dir or default_ledger_dir(), f"{safe}.sqlite3")
 
 
@@ -94,12 +97,14 @@ class NodeSupervisor:
         config = self._config
         node_id, hostname, ip = _identity()
         label = f"{hostname} ({ip}, Ray node {node_id[:12]})"
+        if config.niceness is not None:  # before any thread or sandbox of the supervisor
+            set_niceness(config.niceness, label)
         try:
             require(config.policy)
         except SandboxUnavailable as exc:
             raise NodeUnfit(f"node {label} cannot sandbox: {exc}") from None
         swept = _sweep()
-        path = ledger_file(config.ledger_dir, config.name) if config.durable else None
+        path = ledger_file(config.ledger_dir, config.name, node_id) if config.durable else None
         sup = AsyncioSupervisor(
             config.adapters, config.policy, config.pool_size, ledger_path=path, **config.options
         )
@@ -110,10 +115,10 @@ class NodeSupervisor:
         except Exception as exc:
             raise NodeUnfit(f"node {label}: the supervisor did not start: {exc}") from None
         self._sup = sup
-        recovered = sup.supervisor.ledger.indeterminate()
+        # as the ledger held them: its start reconciled them since, expiry may end them
+        recovered = sup.supervisor.recovered
         for info in recovered:
             self._remember(info.idempotency_key, (info.tool, info.id))
-        await self._reconcile(sup, recovered)
         return NodeInfo(
             node_id=node_id,
             hostname=hostname,
@@ -123,18 +128,8 @@ class NodeSupervisor:
             tools=sorted(sup.tools),
             recovered=len(recovered),
             swept=swept,
+            niceness=niceness(),
         )
-
-    async def _reconcile(self, sup: AsyncioSupervisor, ops: tuple[OperationInfo, ...]) -> None:
-        """Ask a fresh worker about each recovered operation; the supervisor's expiry ends
-        what stays unknown at its deadline. Never re-dispatches anything."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(RECONCILE_BUDGET):
-                for info in ops:
-                    try:
-                        await sup.supervisor.reconcile(info.id)
-                    except (LedgerError, SupervisorError) as exc:
-                        log.info("op %s: not reconciled: %s", info.id, exc)
 
     async def ready(self) -> NodeInfo:
         """Where this actor runs and what its start found (raises `NodeUnfit`)."""

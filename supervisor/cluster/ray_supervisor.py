@@ -29,6 +29,7 @@ import msgspec
 
 from sandbox import SandboxPolicy
 from supervisor.cluster.errors import ClusterError
+from supervisor.cluster.niceness import advice, check_niceness
 from supervisor.cluster.outcomes import node_lost, undispatched
 from supervisor.cluster.routing import Node, NoNode, Router
 from supervisor.cluster.waiting import to_the_end
@@ -76,7 +77,9 @@ class RaySupervisor:
     ``ledger_dir``: the directory of each node's durable ledger (default
     ``~/.local/state/sandvisor/ray`` on the node); ``durable=False``: in-memory ledgers
     (faster, but a restarted actor knows nothing of what was in flight);
-    ``batch_size``: calls per Ray task in `invoke_many`.
+    ``batch_size``: calls per Ray task in `invoke_many`; ``niceness``: the nice value each
+    actor sets for itself and its sandboxes at start (Ray runs them at 15; None leaves
+    Ray's, and a node above 0 is logged with the fix).
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class RaySupervisor:
         ledger_dir: str | None = None,
         durable: bool = True,
         batch_size: int = 100,
+        niceness: int | None = None,
         **options: Any,
     ) -> None:
         if isinstance(adapters, str):
@@ -116,6 +120,7 @@ class RaySupervisor:
             ledger_dir=ledger_dir,
             durable=durable,
             name=f"{namespace}.{name}",
+            niceness=check_niceness(niceness),
         )
         self._router: Router[Any] | None = None
         self._infos: dict[str, NodeInfo] = {}
@@ -176,6 +181,10 @@ class RaySupervisor:
             self._state = "closed"
             raise
         infos = [r for r in ready if isinstance(r, NodeInfo)]
+        if self._config.niceness is None:
+            for info in infos:
+                if (warning := advice(info.label, info.niceness)) is not None:
+                    log.warning("%s", warning)
         self._infos = {info.node_id: info for info in infos}
         self._tools = frozenset(t for info in infos for t in info.tools)
         self._router = Router([Node(i.node_id, actors[i.node_id], i.label) for i in infos])

@@ -93,6 +93,7 @@ class NodeConfig(msgspec.Struct, frozen=True, kw_only=True):
     ledger_dir: str | None
     durable: bool
     name: str
+    niceness: int | None  # the actors' nice value, set at start; None: Ray's
 
 
 class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,6 +107,7 @@ class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
     tools: list[str]
     recovered: int  # operations its durable ledger still held in flight
     swept: list[str]  # cgroups of dead hosts removed at start
+    niceness: int  # the nice value the actor and its sandboxes run at
 
     @property
     def label(self) -> str:

@@ -43,6 +43,7 @@ from supervisor.ledger import (
     Ledger,
     LedgerError,
     LedgerOutcome,
+    OperationInfo,
     ReconcileStatus,
     ToolPolicy,
     UnknownTool,
@@ -153,6 +154,10 @@ class Supervisor:
         #: The worker journals' root (made only if a group serves an effectful tool).
         self.journals = WorkerJournals(journal_dir, limit=config.journal_limit)
         self.reconcile_on_start = config.reconcile_on_start
+        #: What the start found in flight in a durable ledger, as it was then (the start
+        #: reconciles them and expiry ends them, after which the ledger no longer lists
+        #: them as indeterminate): their ids and keys, for asking for their outcomes later.
+        self.recovered: tuple[OperationInfo, ...] = ()
         on_audit = config.on_audit
         self._audit = AuditHub(config.audit_log, () if on_audit is None else (on_audit,))
         if config.on_network is not None:
@@ -232,7 +237,7 @@ class Supervisor:
                 ledger.register_external_tool(
                     self._policies[tool], redactor=runtime.group.redactors.get(tool)
                 )
-            recovered = ledger.indeterminate()  # from a durable journal
+            recovered = self.recovered = ledger.indeterminate()  # from a durable journal
             for info in recovered:
                 self._indeterminate[info.id] = ledger.deadline(info.id)
             for info in ledger.pending():  # their keys stay taken until they end

@@ -76,6 +76,15 @@ def descendants(pid: int) -> list[int]:
     return [p.pid for p in children if alive(p.pid)]
 
 
+def nice_values(pid: int) -> set[int]:
+    """The nice values of every thread of ``pid`` (nice is per thread on Linux)."""
+    values = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/stat") as stat:
+            values.add(int(stat.read().rsplit(")", 1)[1].split()[16]))
+    return values
+
+
 def host_prefix(pid: int) -> str:
     """The prefix of every cgroup of the sandboxes of host ``pid`` (see sandbox.lifeline)."""
     return f"sv-{pid}-{host_start_time(pid)}-"

@@ -1,12 +1,16 @@
 """`RaySupervisor` over two real Ray nodes (``ray.cluster_utils.Cluster``: two raylets on
 this machine, a real multi-node Ray): an actor on each node, calls spread over both, and a
 node removed mid-call ends that call ``indeterminate``/``node_lost`` while the other node
-serves on; nothing of the removed node survives once its cgroups are swept."""
+serves on; nothing of the removed node survives once its cgroups are swept. Each node
+keeps its durable ledger in a file of its own (one directory for both, as two raylets on
+one machine have: one file for both, the second node would find it locked)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,16 +53,22 @@ def two_nodes() -> Iterator[tuple[Any, Any]]:
 
 
 def test_calls_spread_over_both_nodes_and_a_removed_node_is_node_lost(
-    two_nodes: tuple[Any, Any],
+    two_nodes: tuple[Any, Any], tmp_path: Path
 ) -> None:
     cluster, added = two_nodes
 
     async def main() -> None:
         async with RaySupervisor(
-            adapters=[EXAMPLES], pool_size=2, ping_interval=None, durable=False, name="two"
-        ) as sup:
+            adapters=[EXAMPLES], pool_size=2, ping_interval=None, ledger_dir=str(tmp_path),
+            name="two",
+        ) as sup:  # fmt: skip
             assert len({n.node_id for n in sup.nodes}) == 2
             assert len({n.pid for n in sup.nodes}) == 2  # an actor on each node
+            # one directory, a ledger file per node (one shared file: the second is locked)
+            paths = {n.ledger_path for n in sup.nodes}
+            assert len(paths) == 2 and all(os.path.dirname(p) == str(tmp_path) for p in paths)
+            assert all(n.node_id in n.ledger_path for n in sup.nodes)
+            assert all(os.path.isfile(p) for p in paths)
             labels = {n.label for n in sup.nodes}
             # calls go to the node with the fewest in flight: both take some
             handles = [await sup.start("sleep", "0.3", deadline=30) for _ in range(4)]

@@ -28,6 +28,7 @@ from cluster_helpers import (
     descendants,
     host_prefix,
     local_ray,
+    nice_values,
     wait_for,
 )
 
@@ -298,6 +299,36 @@ def test_a_node_that_cannot_start_its_supervisor_is_named(ray_address: str) -> N
         RaySupervisor(adapters=[EXAMPLES], pool_size=0)  # checked in the caller, at once
     with pytest.raises(ValueError, match="on_audit"):
         RaySupervisor(adapters=[EXAMPLES], on_audit=print)  # it would run on the nodes
+
+
+def test_niceness_is_set_for_the_actor_and_every_sandbox_under_it(
+    ray_address: str, sup: RaySupervisor
+) -> None:
+    """Ray starts its workers at nice 15 (unless RAY_worker_niceness says otherwise):
+    a node reports what its actor runs at, and ``niceness=`` sets every thread of the
+    actor, and so every process it starts, before its supervisor starts (19: raising
+    the value needs no privilege; lowering it is `test_a_node_may_not_...` in
+    test_ray_supervisor_without_ray)."""
+    # Ray's, untouched: its loop thread's (threads Ray started early keep the raylet's)
+    assert sup.nodes[0].niceness in nice_values(sup.nodes[0].pid)
+
+    async def main() -> None:
+        async with RaySupervisor(
+            adapters=[EXAMPLES], pool_size=2, ping_interval=None, durable=False, name="nice",
+            niceness=19,
+        ) as low:  # fmt: skip
+            node = low.nodes[0]
+            assert node.niceness == 19
+            handle = await low.start("sleep", "30")
+            await asyncio.sleep(0.5)
+            started = descendants(node.pid)
+            assert started  # the fork server, a lifeline, bwrap, the worker, ...
+            assert {v for pid in [node.pid, *started] for v in nice_values(pid)} == {19}
+            assert (await handle.cancel()).status == "cancelled"
+
+    run(main())
+    with pytest.raises(ValueError, match="niceness"):
+        RaySupervisor(adapters=[EXAMPLES], niceness=20)
 
 
 def test_aclose_cancels_running_calls_and_leaves_no_process(ray_address: str) -> None:
