@@ -165,9 +165,11 @@ class RootlessUser:
         return str(self.venv / "bin/python")
 
     @classmethod
-    def create(cls) -> RootlessUser:
+    def create(cls, *, copy: bool = True) -> RootlessUser:
+        """The user, with the shared venv and a copy of the checkout; without ``copy``,
+        only the user and its home (``scripts/test-as-user`` clones and sets up itself)."""
         require_root()
-        venv = ensure_venv()
+        venv = ensure_venv() if copy else CACHE / "no-venv"
         name = f"{PREFIX}{os.urandom(4).hex()}"
         base = CACHE / name
         base.mkdir(mode=0o755)
@@ -178,7 +180,8 @@ class RootlessUser:
         try:
             user.home.mkdir(mode=0o700)
             os.chown(user.home, user.uid, user.gid)
-            user._copy_source()
+            if copy:
+                user._copy_source()
         except BaseException:
             user.destroy()
             raise
@@ -327,6 +330,10 @@ class RootlessUser:
         # given the same uid at once (seen with two users made in parallel)
         if left_running := self.processes():
             problems.append(f"processes {[p.pid for p in left_running]}")
+        for path in self.temp_files():  # pytest's /tmp/pytest-of-NAME, and the like
+            _remove(path)
+        if left_files := self.temp_files():
+            problems.append(f"files {left_files}")
         subprocess.run(["userdel", self.name], capture_output=True)
         shutil.rmtree(self.base, ignore_errors=True)
         if subprocess.run(["getent", "passwd", self.name], capture_output=True).returncode == 0:
@@ -338,6 +345,18 @@ class RootlessUser:
         if problems:
             raise RootlessSetupError(f"rootless user {self.name} left: {'; '.join(problems)}")
 
+    def temp_files(self) -> list[Path]:
+        """What the user made in the shared temporary directories (the top entries it owns;
+        looked up by uid, so only while the uid is still its own)."""
+        found = []
+        for top in TEMP_DIRS:
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(top):
+                    with contextlib.suppress(OSError):
+                        if entry.stat(follow_symlinks=False).st_uid == self.uid:
+                            found.append(Path(entry.path))
+        return found
+
     def __enter__(self) -> RootlessUser:
         return self
 
@@ -348,6 +367,18 @@ class RootlessUser:
         tb: TracebackType | None,
     ) -> None:
         self.destroy()
+
+
+#: Where a user's processes leave files (pytest's basetemp is /tmp/pytest-of-USER).
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def delegated_dirs(name: str) -> list[str]:
@@ -372,6 +403,11 @@ def sweep_stale() -> list[str]:
         with contextlib.suppress(RootlessSetupError):
             user.destroy()
         removed.append(account.pw_name)
+    # the pytest directories of test users removed before destroy() removed them too
+    for path in Path("/tmp").glob(f"pytest-of-{PREFIX}*"):
+        name = path.name.removeprefix("pytest-of-")
+        if subprocess.run(["getent", "passwd", name], capture_output=True).returncode:
+            _remove(path)
     return removed
 
 
