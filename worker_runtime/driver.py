@@ -8,8 +8,12 @@ adapter: a *standby* thread watches the inline call and, once it has run for
 runner and then becomes the standby (or a parked spare). When complete frames already
 wait behind an ``invoke`` of a tool that has not proved quick, the reader hands its
 role to the standby at once instead, so that those calls run concurrently from the
-start. The standby checks every `POLL_INTERVAL` while calls arrive and sleeps once the
-session has been quiet for `IDLE_POLLS` checks (the next inline call wakes it).
+start. The standby looks at the inline call when its takeover would be due, and while
+no call runs inline it looks every `POLL_INTERVAL`, doubling up to `MAX_POLL_INTERVAL`
+while it finds nothing to take over (each look wakes a thread and takes the GIL from the
+one running calls: a look every millisecond cost a stream of quick calls a fifth of the
+worker's CPU and most of its latency tail); it sleeps once the session has been quiet for
+`IDLE_AFTER` (the next inline call wakes it).
 
 One lock guards the connection, the roles and the queue of sealed frames (sealing and
 queueing happen together, so frames leave in sequence order); one writer at a time
@@ -57,10 +61,13 @@ IMPL = "sandvisor-worker-python"
 READ_CHUNK = 65536
 #: Seconds an inline call runs before the standby takes over the reading.
 TAKEOVER_AFTER = 0.001
-#: Seconds between two looks of the standby at the inline call, while calls arrive.
+#: Seconds between two looks of the standby while no call runs inline, at first; it
+#: doubles up to `MAX_POLL_INTERVAL` while the looks find nothing to take over, so a call
+#: that turns slow after a quiet spell is taken over within about that long.
 POLL_INTERVAL = 0.001
-#: Looks without a new inline call after which the standby sleeps until woken.
-IDLE_POLLS = 50
+MAX_POLL_INTERVAL = 0.004
+#: Seconds without a new inline call after which the standby sleeps until woken.
+IDLE_AFTER = 0.05
 #: A tool whose last `QUICK_STREAK` calls each took less than `QUICK_CALL` seconds is
 #: run inline even when more frames wait (they wait at most about that long).
 QUICK_CALL = 0.0005
@@ -307,32 +314,39 @@ class WorkerDriver:
     def _watch(self, hand: _Hand) -> None:
         """As the standby: take over the reading from a reader whose inline call has run
         for `TAKEOVER_AFTER`; returns once ``hand`` is no longer the standby."""
-        quiet = 0
+        interval = POLL_INTERVAL
         seen = -1
+        quiet_since = _now()
         while True:
             with self._lock:
                 if self._standby is not hand:
                     return
-                job = self._inline
-                if job is not None and _now() - self._inline_since >= TAKEOVER_AFTER:
-                    self._reader, self._standby = hand, None
-                    self._inline = None  # the old reader finishes it as a runner
-                    return
-                if job is None and seen == self._inline_count:
-                    quiet += 1
+                now = _now()
+                if self._inline is not None:
+                    age = now - self._inline_since
+                    if age >= TAKEOVER_AFTER:
+                        self._reader, self._standby = hand, None
+                        self._inline = None  # the old reader finishes it as a runner
+                        return
+                    wait = TAKEOVER_AFTER - age  # look again when its takeover is due
                 else:
-                    quiet = 0
-                seen = self._inline_count
+                    wait = interval
+                    interval = min(interval * 2, MAX_POLL_INTERVAL)
+                if seen != self._inline_count:
+                    seen = self._inline_count
+                    quiet_since = now
                 sleep = False
-                if quiet >= IDLE_POLLS:
+                if self._inline is None and now - quiet_since >= IDLE_AFTER:
                     self._standby_sleeping = True  # first the flag, then a last look
                     sleep = self._inline is None
                     self._standby_sleeping = sleep
-            got = hand.wake.acquire(True, -1 if sleep else POLL_INTERVAL)
-            with self._lock:
-                if got:
-                    hand.signalled = False
-                self._standby_sleeping = False
+            got = hand.wake.acquire(True, -1 if sleep else wait)
+            if got or sleep:
+                with self._lock:
+                    if got:
+                        hand.signalled = False
+                    self._standby_sleeping = False
+                interval = POLL_INTERVAL
 
     def _handle(self, conn: WorkerConnection, event: WorkerEvent) -> _Job | None:
         """Act on one event (lock held); an invoke comes back as the job to run."""
