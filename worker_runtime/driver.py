@@ -8,12 +8,12 @@ adapter: a *standby* thread watches the inline call and, once it has run for
 runner and then becomes the standby (or a parked spare). When complete frames already
 wait behind an ``invoke`` of a tool that has not proved quick, the reader hands its
 role to the standby at once instead, so that those calls run concurrently from the
-start. The standby looks at the inline call when its takeover would be due, and while
-no call runs inline it looks every `POLL_INTERVAL`, doubling up to `MAX_POLL_INTERVAL`
-while it finds nothing to take over (each look wakes a thread and takes the GIL from the
-one running calls: a look every millisecond cost a stream of quick calls a fifth of the
-worker's CPU and most of its latency tail); it sleeps once the session has been quiet for
-`IDLE_AFTER` (the next inline call wakes it).
+start. The standby looks at an inline call when its takeover would be due; while no
+call runs inline, or one of a tool that has proved quick, it looks every `POLL_INTERVAL`,
+doubling up to `MAX_POLL_INTERVAL` while it finds nothing to take over (each look wakes
+a thread that takes the GIL from the one running calls, so a stream of quick calls is
+best served by few looks); it sleeps once the session has been quiet for `IDLE_AFTER`
+(the next inline call wakes it).
 
 One lock guards the connection, the roles and the queue of sealed frames (sealing and
 queueing happen together, so frames leave in sequence order); one writer at a time
@@ -322,13 +322,18 @@ class WorkerDriver:
                 if self._standby is not hand:
                     return
                 now = _now()
-                if self._inline is not None:
+                job = self._inline
+                if job is not None:
                     age = now - self._inline_since
                     if age >= TAKEOVER_AFTER:
                         self._reader, self._standby = hand, None
                         self._inline = None  # the old reader finishes it as a runner
                         return
-                    wait = TAKEOVER_AFTER - age  # look again when its takeover is due
+                    if self._quick.get(job.adapter.tool, 0) >= QUICK_STREAK:
+                        wait = interval  # a quick tool's call: it most likely ends first
+                        interval = min(interval * 2, MAX_POLL_INTERVAL)
+                    else:
+                        wait = TAKEOVER_AFTER - age  # look again when its takeover is due
                 else:
                     wait = interval
                     interval = min(interval * 2, MAX_POLL_INTERVAL)
