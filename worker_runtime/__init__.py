@@ -3,19 +3,25 @@
 Adapter authors use `AdapterRegistry`, `Context` and `Cancelled` (and the typed
 `AdapterError` family); the wire protocol lives in `worker_runtime.protocol`, shared with
 the host.
+
+The names below load `worker_runtime.adapters` when first used, not with the package: a
+worker that needs no adapters (the MCP bridge, which starts its server before loading
+anything it can do without) does not pay for them (typing, re, contextlib: tens of ms).
 """
 
 from __future__ import annotations
 
-from .adapters import (
-    AdapterError,
-    AdapterRegistry,
-    Cancelled,
-    Context,
-    DeadlineExceeded,
-    InvalidInput,
-    Unavailable,
-)
+TYPE_CHECKING = False  # typing's own costs an import; mypy reads any TYPE_CHECKING as true
+if TYPE_CHECKING:
+    from .adapters import (
+        AdapterError,
+        AdapterRegistry,
+        Cancelled,
+        Context,
+        DeadlineExceeded,
+        InvalidInput,
+        Unavailable,
+    )
 
 __version__ = "0.1.0"
 
@@ -29,3 +35,11 @@ __all__ = [
     "Unavailable",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in __all__:
+        from . import adapters
+
+        return getattr(adapters, name)
+    raise AttributeError(f"module 'worker_runtime' has no attribute {name!r}")

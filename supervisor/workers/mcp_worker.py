@@ -30,7 +30,7 @@ from sandbox import Command, python_command
 from sandbox.errors import PolicyError
 from sandbox.policy import Bind, is_within
 
-BRIDGE = "worker_runtime.bridges.mcp"
+BRIDGE = "worker_runtime.bridges.mcp_boot"
 #: Seconds a cancelled MCP call has to be answered before its sandbox is killed.
 MCP_CANCEL_GRACE = 0.25
 #: Directories every sandbox shows already (sandbox/layout.py).

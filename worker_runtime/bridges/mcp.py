@@ -31,7 +31,7 @@ import selectors
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import msgspec
 
@@ -51,7 +51,7 @@ from ..protocol.worker import (
     WorkerConnection,
     WorkerEvent,
 )
-from .mcp_child import guard_self, kill_server, spawn_server
+from .mcp_child import Server, StartError, hop, kill_server, start_server
 from .mcp_client import (
     MAX_MESSAGE_BYTES,
     CallEnded,
@@ -169,7 +169,7 @@ class _Tail:
 class Bridge:
     """One session: the server, the host's protocol, and the loop between them."""
 
-    def __init__(self, opts: Options) -> None:
+    def __init__(self, opts: Options, server: Server) -> None:
         self.opts = opts
         self.client = McpClient("sandvisor", __version__, prefix=opts.prefix)
         self.tail = _Tail()
@@ -180,11 +180,10 @@ class Bridge:
         self.tools: list[Tool] = []
         self.aliases: dict[str, str] = {}  # tool id -> the server's name
         self.conn: WorkerConnection | None = None
-        self.proc = spawn_server(opts.argv)
-        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
-        self.fd_stdin = self.proc.stdin.fileno()
-        self.fd_stdout = self.proc.stdout.fileno()
-        self.fd_stderr = self.proc.stderr.fileno()
+        self.proc = server
+        self.fd_stdin = server.stdin
+        self.fd_stdout = server.stdout
+        self.fd_stderr = server.stderr
         self.selector.register(self.fd_stdout, selectors.EVENT_READ)
         self.selector.register(self.fd_stderr, selectors.EVENT_READ)
 
@@ -201,6 +200,7 @@ class Bridge:
                     f"did not answer initialize and tools/list within {self.opts.start_timeout:g} s"
                 )
             self._poll(left, starting=True)
+        hop("listed")
         self.tail.start_forwarding()
 
     def specs(self) -> list[ToolSpec]:
@@ -215,6 +215,7 @@ class Bridge:
 
     def serve(self) -> NoReturn:
         boot = read_bootstrap(self._read_exact)
+        hop("bootstrap")
         self.conn = WorkerConnection(
             boot.session_id, derive_keys(boot.session_key), {s.name: s for s in self.specs()}
         )
@@ -301,6 +302,7 @@ class Bridge:
                 self._to_server(self.client.cancel(event.rid, "cancelled by the host"))
         elif kind is Opened:
             self._to_host(conn.ready(IMPL, __version__))
+            hop("ready_sent")
         elif kind is PingReceived:
             assert isinstance(event, PingReceived)
             self._to_host(conn.pong(event.nonce))
@@ -330,6 +332,7 @@ class Bridge:
                     _write_all(1, TOOLS_CHANGED_NOTICE)
             return
         if isinstance(event, Initialized):
+            hop("initialized")
             return
         conn = self.conn
         if conn is None:  # a call's event before the session: impossible, we made none
@@ -399,10 +402,7 @@ class Bridge:
     # -- ends ----------------------------------------------------------------------------
 
     def _server_gone(self, starting: bool) -> NoReturn:
-        try:
-            code = self.proc.wait(1.0)
-        except Exception:
-            code = None
+        code = self.proc.wait(1.0)
         self._drain_stderr()
         how = "closed its stdout" if code is None else f"exited with status {code}"
         if starting:
@@ -430,7 +430,7 @@ def _write_all(fd: int, data: bytes) -> None:
             selectors.DefaultSelector().select(0.01)
 
 
-def die(why: str, proc: Any) -> NoReturn:
+def die(why: str, proc: Server) -> NoReturn:
     """A fatal end of the session: one line, the server killed, exit 2 at once."""
     with _suppress():
         os.write(2, f"sandvisor mcp bridge: {sanitise(why, 2000)}\n".encode())
@@ -447,28 +447,22 @@ class _suppress:
         return True
 
 
-def main(args: Sequence[str]) -> int:
+def main(args: Sequence[str], server: Server | None = None) -> int:
+    """The bridge; ``server``: already started by `mcp_boot` (with the bridge guarded)."""
     try:
         opts = parse_args(args)
     except UsageError as exc:
+        if server is not None:
+            kill_server(server)
         print(f"sandvisor mcp bridge: {exc}\n{USAGE}", file=sys.stderr)
         return EXIT_BOOTSTRAP
-    try:
-        for fd in (opts.fd_in, opts.fd_out):  # no child inherits the protocol
-            os.set_inheritable(fd, False)
-        if os.environ.get("SANDVISOR_NET_SOCKET"):  # a network allowlist: the server's
-            from .. import netforward  # way out is the host's proxy (its env says where)
-
-            netforward.start()
-        guard_self()
-    except OSError as exc:
-        print(f"sandvisor mcp bridge: cannot start: {exc}", file=sys.stderr)
-        return EXIT_BOOTSTRAP
-    try:
-        bridge = Bridge(opts)
-    except OSError as exc:
-        print(f"sandvisor mcp bridge: cannot start {opts.argv[0]!r}: {exc}", file=sys.stderr)
-        return EXIT_BOOTSTRAP
+    if server is None:
+        try:
+            server = start_server(opts.argv)
+        except StartError as exc:
+            print(f"sandvisor mcp bridge: {exc}", file=sys.stderr)
+            return EXIT_BOOTSTRAP
+    bridge = Bridge(opts, server)
     try:
         bridge.start()
     except StartFailed as exc:

@@ -17,28 +17,71 @@ the bridge is closed here:
 - memory pressure: the server's ``oom_score_adj`` is 1000, so the kernel kills it first;
 - pipes: the server sees only its own stdin, stdout and stderr, whose other ends only the
   bridge holds; everything on its stdout is judged by `McpClient` (a bad line is fatal).
+
+The bridge's entry (`mcp_boot`) starts the server before anything else loads, so this
+module imports only what the spawn needs: ``os``, ``ctypes`` and ``_signal`` (the C module
+under ``signal``, whose enums alone cost ~10 ms of the start), not ``subprocess`` (~40 ms
+under load). The spawn is ``fork`` and ``exec`` with what `subprocess.Popen` would do for
+``start_new_session=True, close_fds=True, restore_signals=True`` and a ``preexec_fn``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
-import signal
-import subprocess
-from collections.abc import Sequence
+import time
+
+TYPE_CHECKING = False  # typing's own costs an import; mypy reads any TYPE_CHECKING as true
+if TYPE_CHECKING:
+    import signal as _signal  # the same functions and constants, typed (`_signal` has no stub)
+    from collections.abc import Sequence
+else:
+    import _signal
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 
 _NAMES = "HUP INT QUIT TERM USR1 USR2 PIPE ALRM TSTP TTIN TTOU VTALRM PROF XCPU XFSZ"
 #: Signals the bridge ignores (the child gets their defaults back).
-IGNORED = tuple(getattr(signal, f"SIG{n}") for n in _NAMES.split() if hasattr(signal, f"SIG{n}"))
+IGNORED = tuple(getattr(_signal, f"SIG{n}") for n in _NAMES.split() if hasattr(_signal, f"SIG{n}"))
+#: The child's exit status when its set-up failed before ``exec``.
+EXIT_SETUP = 127
 
 
 def _prctl(option: int, arg: int) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     return int(libc.prctl(option, arg, 0, 0, 0))
+
+
+#: Set by ``scripts/bench_mcp.py --hops``: the bridge writes when it reaches each step.
+_HOPS = os.environ.get("SANDVISOR_MCP_HOPS") == "1"
+
+
+def hop(name: str) -> None:
+    """``hop NAME UNIX-TIME`` on stderr, if asked for (the bench's hop-by-hop start)."""
+    if _HOPS:
+        os.write(2, f"hop {name} {time.time():.6f}\n".encode())
+
+
+class StartError(Exception):
+    """The server could not be started; the message is the one line to print."""
+
+
+def start_server(argv: Sequence[str]) -> Server:
+    """Guard the bridge, then start the server (after the network forwarder, where the
+    sandbox has one: the server's way out, which its environment names, must listen first)."""
+    try:
+        if os.environ.get("SANDVISOR_NET_SOCKET"):
+            from .. import netforward
+
+            netforward.start()
+        guard_self()
+    except OSError as exc:
+        raise StartError(f"cannot start: {exc}") from None
+    try:
+        return spawn_server(argv)
+    except OSError as exc:
+        raise StartError(f"cannot start {argv[0]!r}: {exc}") from None
 
 
 def guard_self() -> None:
@@ -47,40 +90,111 @@ def guard_self() -> None:
     if _prctl(PR_SET_DUMPABLE, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
     for sig in IGNORED:
-        signal.signal(sig, signal.SIG_IGN)
+        _signal.signal(sig, _signal.SIG_IGN)
 
 
-def _child_setup() -> None:
-    """In the child, before exec: default signals, die with the bridge, die first."""
-    for sig in IGNORED:
-        signal.signal(sig, signal.SIG_DFL)
-    _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-        f.write("1000")
+class Server:
+    """The running server: its pid (and process group) and the bridge's ends of its
+    stdin, stdout and stderr, non-blocking."""
+
+    def __init__(self, pid: int, stdin: int, stdout: int, stderr: int) -> None:
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float) -> int | None:
+        """Its exit status (negative: the signal that ended it), or None if it still runs
+        after ``timeout`` seconds."""
+        until = time.monotonic() + timeout
+        while self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already: its status is lost
+                self.returncode = -int(_signal.SIGKILL)
+                break
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+                break
+            if time.monotonic() >= until:
+                return None
+            time.sleep(0.005)
+        return self.returncode
 
 
-def spawn_server(argv: Sequence[str]) -> subprocess.Popen[bytes]:
+def spawn_server(argv: Sequence[str]) -> Server:
     """Start the server with pipes on its stdin, stdout and stderr (non-blocking on our
-    side), in its own session, closing every other fd."""
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        close_fds=True,
-        preexec_fn=_child_setup,  # the bridge is single-threaded: fork is safe
-        bufsize=0,
-    )
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        assert stream is not None
-        os.set_blocking(stream.fileno(), False)
-    return proc
+    side), in its own session, every other fd closed; raises `OSError` if it cannot run."""
+    argv = list(argv)
+    child_in, stdin = os.pipe()  # os.pipe's fds are close-on-exec (PEP 446)
+    stdout, child_out = os.pipe()
+    stderr, child_err = os.pipe()
+    failed_r, failed_w = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()  # the bridge is single-threaded: fork is safe
+    if pid == 0:
+        _exec_child(argv, (child_in, child_out, child_err), failed_w, parent)
+    for fd in (child_in, child_out, child_err, failed_w):
+        os.close(fd)
+    failure = b""
+    while chunk := os.read(failed_r, 64):  # EOF: the exec closed it, the server runs
+        failure += chunk
+    os.close(failed_r)
+    if failure:
+        os.waitpid(pid, 0)
+        for fd in (stdin, stdout, stderr):
+            os.close(fd)
+        code, _, step = failure.decode(errors="replace").partition(":")
+        errno = int(code) if code.isdigit() else 0
+        raise OSError(errno, f"{os.strerror(errno) if errno else 'failed'} ({step})")
+    for fd in (stdin, stdout, stderr):
+        os.set_blocking(fd, False)
+    return Server(pid, stdin, stdout, stderr)
 
 
-def kill_server(proc: subprocess.Popen[bytes]) -> None:
+def _exec_child(argv: list[str], stdio: tuple[int, int, int], failed: int, parent: int) -> None:
+    """In the child: default signals, its own session, die with the bridge, die first
+    under memory pressure, the three pipes and nothing else, then ``exec``. A failure is
+    written as ``ERRNO:STEP`` on ``failed`` (close-on-exec: silence means it ran)."""
+    step = "setsid"
+    try:
+        os.setsid()
+        for sig in IGNORED:  # an ignored signal stays ignored across exec
+            _signal.signal(sig, _signal.SIG_DFL)
+        step = "prctl(PR_SET_PDEATHSIG)"
+        if _prctl(PR_SET_PDEATHSIG, int(_signal.SIGKILL)) != 0:
+            raise OSError(ctypes.get_errno(), step)
+        if os.getppid() != parent:  # the bridge died before the prctl
+            os._exit(EXIT_SETUP)
+        try:
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(fd, b"1000")
+            os.close(fd)
+        except OSError:
+            pass
+        step = "dup2"
+        for target, fd in enumerate(stdio):
+            os.dup2(fd, target)  # the copy on 0, 1, 2 is inheritable
+        for name in os.listdir("/proc/self/fd"):  # close_fds: nothing else reaches the server
+            if int(name) > 2 and int(name) != failed:
+                try:  # noqa: SIM105 (contextlib costs an import before the spawn)
+                    os.close(int(name))
+                except OSError:
+                    pass
+        step = f"exec {argv[0]}"
+        os.execvp(argv[0], argv)
+    except BaseException as exc:
+        errno = exc.errno if isinstance(exc, OSError) and exc.errno else 0
+        os.write(failed, f"{errno}:{step}".encode())
+    finally:
+        os._exit(EXIT_SETUP)
+
+
+def kill_server(proc: Server) -> None:
     """SIGKILL the server's whole process group and reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError, subprocess.TimeoutExpired):
-        proc.wait(2.0)
+    try:  # noqa: SIM105 (contextlib costs an import before the spawn)
+        os.killpg(proc.pid, _signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait(2.0)
