@@ -88,6 +88,9 @@ EXPIRY_SLACK = 1.0
 #: The first five arguments of `Supervisor` as given when ``config=`` is.
 _SHORTHAND: tuple[Any, ...] = ((), None, 1, 1, None)
 SHUTDOWN_TIMEOUT = 10.0
+#: Seconds between the starts of two listings of a group's tools that its MCP server
+#: asked for with ``tools/list_changed`` (`Supervisor.refresh_tools` is not limited).
+RELIST_INTERVAL = 5.0
 
 
 class SupervisorError(Exception):
@@ -186,7 +189,8 @@ class Supervisor:
         self._unsubscribe_keys: Callable[[], None] | None = None
         self._now: Callable[[], float] = anyio.current_time  # the loop's own, once entered
         self._tools_callbacks: list[Callable[[], None]] = []
-        self._refreshing: dict[str, bool] = {}  # group -> another refresh asked meanwhile
+        self._refreshing: dict[str, bool] = {}  # group -> a listing asked for, not begun
+        self._relisted: dict[str, float] = {}  # group -> when its last asked-for listing began
 
     # -- life -------------------------------------------------------------------------------
 
@@ -480,26 +484,31 @@ class Supervisor:
 
     def _refresh_soon(self, runtime: GroupRuntime) -> Callable[[], None]:
         """What a group's sessions call when its server says its tools changed: one
-        refresh at a time per group, and one more if it was said again meanwhile."""
+        listing at a time per group, at most one per `RELIST_INTERVAL` (each is a fresh
+        sandbox: a server that repeats the notification must not keep the host busy), and
+        one more if it was said again since the last one began (the last word is heard)."""
+        name = runtime.name
 
         def changed() -> None:
             if self._state != "running" or self._nursery is None:
                 return
-            if runtime.name in self._refreshing:
-                self._refreshing[runtime.name] = True
+            if name in self._refreshing:
+                self._refreshing[name] = True
                 return
-            self._refreshing[runtime.name] = False
+            self._refreshing[name] = True
             self._nursery.start_soon(refresh)
 
         async def refresh() -> None:
             try:
-                while True:
-                    await self.refresh_tools(runtime.name)
-                    if not self._refreshing.get(runtime.name):
-                        return
-                    self._refreshing[runtime.name] = False
+                while self._refreshing.get(name):
+                    wait = self._relisted.get(name, -math.inf) + RELIST_INTERVAL
+                    if wait > self._now():
+                        await anyio.sleep(wait - self._now())  # what is said meanwhile: this one
+                    self._refreshing[name] = False  # said from now on: one more
+                    self._relisted[name] = self._now()
+                    await self.refresh_tools(name)
             finally:
-                self._refreshing.pop(runtime.name, None)
+                self._refreshing.pop(name, None)
 
         return changed
 

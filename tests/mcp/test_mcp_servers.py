@@ -17,6 +17,7 @@ from supervisor import Supervisor
 from supervisor.commands.scripted_bridge import add_sandboxed_tools
 from supervisor.ledger import UnknownTool
 from supervisor.scripted import ScriptedTool
+from supervisor.workers.supervisor import RELIST_INTERVAL
 from supervisor.workers.tool_callbacks import EXIT_FAILED, EXIT_INDETERMINATE, EXIT_TIMED_OUT
 
 
@@ -157,6 +158,32 @@ async def test_a_tools_list_changed_refreshes_the_supervisors_tools(
         assert (out.status, out.value) == ("completed", {"result": 42})
         assert out.session_id != first  # the old session was granted the old tools
         assert not await sup.refresh_tools()  # listed again: nothing new
+
+
+async def test_a_server_repeating_list_changed_gets_one_listing_per_interval(
+    servers: Servers, tmp_path: Path
+) -> None:
+    state = sandbox_writable(tmp_path / "state")
+
+    def starts() -> int:  # the server leaves a file per start: a listing is one
+        return len(list(state.glob("started-*")))
+
+    async with growing_server(servers, state, pool_size=1) as sup:
+        assert (await sup.invoke("echo", {"text": "x"})).status == "completed"
+        before = starts()
+        began = trio.current_time()
+        out = await sup.invoke("spam_tools_changed", {"seconds": 2}, deadline=60)
+        assert out.status == "completed" and int(out.value["result"].split()[1]) > 100, out
+        # one listing at once; what was said meanwhile coalesces into one more, which
+        # waits for the interval; nothing after that
+        with trio.fail_after(60):
+            while starts() < before + 2:
+                await trio.sleep(0.1)
+        assert trio.current_time() - began >= RELIST_INTERVAL
+        await trio.sleep(RELIST_INTERVAL + 1)
+        assert starts() == before + 2
+        out = await sup.invoke("echo", {"text": "y"})  # the same session serves on
+        assert out.status == "completed"
 
 
 async def test_a_refresh_while_a_session_starts_loses_no_call(

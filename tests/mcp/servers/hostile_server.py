@@ -170,6 +170,16 @@ async def grow_tools(ctx: Context) -> str:
     return "grown"
 
 
+@server.tool(description="Send tools/list_changed every 2 ms for SECONDS (nothing changed).")
+async def spam_tools_changed(seconds: float, ctx: Context) -> str:
+    sent, until = 0, time.monotonic() + seconds
+    while time.monotonic() < until:
+        await ctx.session.send_tool_list_changed()
+        sent += 1
+        await anyio.sleep(0.002)
+    return f"sent {sent}"
+
+
 def grown(n: int) -> int:
     return n + 1
 
@@ -189,6 +199,8 @@ _GROWN = False
 STATE = sys.argv[sys.argv.index("--state") + 1] if "--state" in sys.argv else None
 if STATE is not None and os.path.exists(os.path.join(STATE, "grown")):
     _add_grown()
+if STATE is not None:  # a file per process: how often the supervisor started this server
+    open(os.path.join(STATE, f"started-{time.time_ns()}"), "x").close()  # (each its own uid)
 
 
 if __name__ == "__main__":
