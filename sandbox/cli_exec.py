@@ -67,14 +67,15 @@ def _required_size(text: str) -> int:
     return value
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    defaults = SandboxPolicy()
-    parser.usage = "sandvisor exec [options] -- PROGRAM [ARGS...]"
-    add = parser.add_argument
+def add_network_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, network_help: str, per: str
+) -> None:
+    """``--network`` or ``--allow-net HOST[:PORT]`` (repeatable), with ``--net-host``,
+    ``--net-max-bytes`` and ``--net-max-connections`` (``per``: what the caps count
+    for). One parser for `sandvisor exec`, `script`, `serve` and `mcp`: the same
+    errors; `network_from` reads them."""
     net = parser.add_mutually_exclusive_group()
-    net.add_argument(
-        "--network", action="store_true", help="share the host's network (off by default)"
-    )
+    net.add_argument("--network", action="store_true", help=network_help)
     net.add_argument(
         "--allow-net",
         action="append",
@@ -83,27 +84,59 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="reach this host (a name, *.domain, an address, or *; any port unless given) "
         "through the host's proxy, nothing else (repeatable)",
     )
-    add(
+    parser.add_argument(
         "--net-host",
         action="append",
         default=[],
         metavar="NAME=ADDRESS",
         help="with --allow-net: the proxy uses ADDRESS for NAME, without DNS (repeatable)",
     )
-    add(
+    parser.add_argument(
         "--net-max-bytes",
         type=parse_size,
         default=argparse.SUPPRESS,
         metavar="SIZE",
-        help="with --allow-net: bytes the run may move through the proxy, or none (64M)",
+        help=f"with --allow-net: bytes {per} may move through the proxy, or none (64M)",
     )
-    add(
+    parser.add_argument(
         "--net-max-connections",
         type=_count,
         default=argparse.SUPPRESS,
         metavar="N",
-        help="with --allow-net: connections the run may open, or none (64)",
+        help=f"with --allow-net: connections {per} may open, or none (64)",
     )
+
+
+def network_from(args: argparse.Namespace) -> bool | NetworkAllowlist:
+    """``SandboxPolicy.network`` from `add_network_options`' options. Raises
+    `SandboxError` (one line) for an entry that is not ``HOST[:PORT]``."""
+    if not args.allow_net:
+        if args.net_host or {"net_max_bytes", "net_max_connections"} & vars(args).keys():
+            raise SandboxError(
+                "--net-host, --net-max-bytes and --net-max-connections need --allow-net"
+            )
+        return bool(args.network)
+    from .netproxy.policy import DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS, NetworkAllowlist
+
+    hosts = {}
+    for item in args.net_host:
+        name, eq, address = item.partition("=")
+        if not eq:
+            raise SandboxError(f"--net-host {item!r} is not NAME=ADDRESS")
+        hosts[name] = address
+    return NetworkAllowlist(
+        tuple(args.allow_net),
+        max_connections=getattr(args, "net_max_connections", DEFAULT_MAX_CONNECTIONS),
+        max_bytes=getattr(args, "net_max_bytes", DEFAULT_MAX_BYTES),
+        hosts=hosts,
+    )
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    defaults = SandboxPolicy()
+    parser.usage = "sandvisor exec [options] -- PROGRAM [ARGS...]"
+    add = parser.add_argument
+    add_network_options(parser, "share the host's network (off by default)", "the run")
     add("--ro-bind", action="append", default=[], metavar="SRC[:DEST]", help="read-only bind")
     add("--bind", action="append", default=[], metavar="SRC[:DEST]", help="writable bind")
     add(
@@ -212,24 +245,7 @@ def build_policy(args: argparse.Namespace) -> SandboxPolicy:
         env[key] = value
     binds = [Bind.parse(s, writable=False) for s in args.ro_bind]
     binds += [Bind.parse(s, writable=True) for s in args.bind]
-    network: bool | NetworkAllowlist = args.network
-    if args.allow_net:
-        from .netproxy.policy import DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS, NetworkAllowlist
-
-        hosts = {}
-        for item in args.net_host:
-            name, eq, address = item.partition("=")
-            if not eq:
-                raise SandboxError(f"--net-host {item!r} is not NAME=ADDRESS")
-            hosts[name] = address
-        network = NetworkAllowlist(
-            tuple(args.allow_net),
-            max_connections=getattr(args, "net_max_connections", DEFAULT_MAX_CONNECTIONS),
-            max_bytes=getattr(args, "net_max_bytes", DEFAULT_MAX_BYTES),
-            hosts=hosts,
-        )
-    elif args.net_host or {"net_max_bytes", "net_max_connections"} & vars(args).keys():
-        raise SandboxError("--net-host, --net-max-bytes and --net-max-connections need --allow-net")
+    network = network_from(args)
     return SandboxPolicy(
         network=network,
         env=env,

@@ -15,7 +15,8 @@ import importlib
 import sys
 from typing import Any
 
-from sandbox.cli_exec import parse_size
+from sandbox.cli_exec import add_network_options, network_from, parse_size
+from sandbox.errors import SandboxError
 from sandbox.policy import LimitsMode, SandboxPolicy
 from supervisor.workers.config_file import ConfigError, load_groups
 from supervisor.workers.groups import ToolGroup
@@ -107,7 +108,7 @@ def add_supervisor_options(parser: argparse.ArgumentParser, *, adapters_required
         metavar="SECONDS",
         help="how long a cancelled call may take to acknowledge before its worker is killed",
     )
-    add("--network", action="store_true", help="give workers the host's network (off)")
+    add_network_options(group, "give workers the host's network (off)", "a call")
     add(
         "--memory",
         type=parse_size,
@@ -149,6 +150,10 @@ def add_supervisor_options(parser: argparse.ArgumentParser, *, adapters_required
             "--pool-size": 2,
             "--max-in-flight": 1,
             "--network": False,
+            "--allow-net": [],
+            "--net-host": [],
+            "--net-max-bytes": argparse.SUPPRESS,  # absent unless given
+            "--net-max-connections": argparse.SUPPRESS,
             "--memory": defaults.memory_bytes,
             "--pids": defaults.pids,
             "--per-process-limits": False,
@@ -157,10 +162,14 @@ def add_supervisor_options(parser: argparse.ArgumentParser, *, adapters_required
 
 
 def policy_from(args: argparse.Namespace) -> SandboxPolicy:
+    """The one group's sandbox. Raises `ConfigError` (bad usage: one line, exit 2) for
+    a network option that cannot be used, in the words ``sandvisor exec`` uses."""
     limits: LimitsMode = "per-process" if args.per_process_limits else "cgroup"
-    return SandboxPolicy(
-        network=args.network, memory_bytes=args.memory, pids=args.pids, limits=limits
-    )
+    try:
+        network = network_from(args)
+    except SandboxError as exc:
+        raise ConfigError(str(exc)) from None
+    return SandboxPolicy(network=network, memory_bytes=args.memory, pids=args.pids, limits=limits)
 
 
 def has_sandboxed_tools(args: argparse.Namespace) -> bool:
@@ -174,7 +183,7 @@ def config_groups(args: argparse.Namespace) -> list[ToolGroup] | None:
     if not getattr(args, "config", None):
         return None
     defaults = getattr(args, "one_group_defaults", {})
-    given = [flag for flag, value in defaults.items() if getattr(args, _dest(flag)) != value]
+    given = [flag for flag, value in defaults.items() if getattr(args, _dest(flag), value) != value]
     if given:
         raise ConfigError(
             f"--config names the groups; {', '.join(given)} cannot go with it "

@@ -23,6 +23,7 @@ from typing import Any
 
 import trio
 
+from sandbox.cli_exec import network_from
 from sandbox.policy import Bind, SandboxPolicy
 from supervisor.workers.outcome import Outcome
 from supervisor.workers.supervisor import Supervisor
@@ -33,8 +34,8 @@ SERVER_NAME = "sandvisor"
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
-    """The options of ``--server`` mode (the pool, memory, pids, network, cancel grace
-    and deadline options are the command's own)."""
+    """The options of ``--server`` mode (the pool, memory, pids, network (``--network``,
+    ``--allow-net``...), cancel grace and deadline options are the command's own)."""
     group = parser.add_argument_group("--server: one MCP server in a sandbox")
     add = group.add_argument
     add("--server", action="store_true",
@@ -43,8 +44,6 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         help="a host directory the server may read (repeatable)")  # fmt: skip
     add("--bind", action="append", default=[], metavar="DIR[:DEST]",
         help="a host directory the server may read and write (repeatable)")  # fmt: skip
-    add("--allow-net", action="append", default=[], metavar="HOST:PORT",
-        help="a host and port the server may reach (the network allowlist)")  # fmt: skip
     add("--start-timeout", type=float, default=30.0, metavar="SECONDS",
         help="time to answer initialize and tools/list (default 30)")  # fmt: skip
     add("--check", action="store_true",
@@ -55,15 +54,13 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 def check_args(args: argparse.Namespace) -> str | None:
     """Why these arguments cannot run, or None."""
     if not args.server:
-        if args.server_command or args.bind or args.bind_ro or args.allow_net:
-            return "COMMAND, --bind, --bind-ro and --allow-net go with --server"
+        if args.server_command or args.bind or args.bind_ro:
+            return "COMMAND, --bind and --bind-ro go with --server"
         return None
     if not args.server_command:
         return "--server needs the server's command after --, e.g. -- node server.js"
     if args.adapters or args.scripted or args.example:
         return "--server serves one MCP server; it takes no --adapters, --scripted or --example"
-    if args.allow_net and args.network:
-        return "give --allow-net (an allowlist) or --network (the host's), not both"
     if not 0 < args.start_timeout < math.inf:
         return "--start-timeout must be a positive number of seconds"
     return None
@@ -74,7 +71,7 @@ def supervisor_for(args: argparse.Namespace) -> Supervisor:
     binds = tuple(Bind.parse(spec, writable=False) for spec in args.bind_ro) + tuple(
         Bind.parse(spec, writable=True) for spec in args.bind
     )
-    network: bool | list[str] = list(args.allow_net) if args.allow_net else args.network
+    network = network_from(args)  # sandvisor exec's parsing and errors
     policy = SandboxPolicy(network=network, memory_bytes=args.memory, pids=args.pids, binds=binds)
     kwargs: dict[str, Any] = {
         "mcp_server": list(args.server_command),

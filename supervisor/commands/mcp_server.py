@@ -316,7 +316,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.deadline is not None and not 0 < args.deadline < math.inf:
         return fail("mcp", "--deadline must be a positive number of seconds", EXIT_USAGE)
-    if args.server or args.server_command or args.bind or args.bind_ro or args.allow_net:
+    if args.server or args.server_command or args.bind or args.bind_ro:
         from supervisor.commands import mcp_proxy  # the --server mode: a module of its own
 
         return mcp_proxy.run(args)

@@ -563,7 +563,7 @@ def make_supervisor(hello: wire.Hello, defaults: ServeDefaults) -> Supervisor:
             k: v for k, v in msgspec.structs.asdict(hello.policy).items()
             if v is not msgspec.UNSET
         }  # fmt: skip
-        policy = policy.replace(**changes)
+        policy = policy.replace(**_with_allowlist(changes))
     return Supervisor(
         adapters=adapters,
         policy=policy,
@@ -571,6 +571,28 @@ def make_supervisor(hello: wire.Hello, defaults: ServeDefaults) -> Supervisor:
         max_in_flight=hello.max_in_flight or defaults.max_in_flight,
         **options,
     )
+
+
+_ALLOWLIST_KEYS = {
+    "network_max_connections": "max_connections",
+    "network_max_bytes": "max_bytes",
+    "network_hosts": "hosts",
+}
+
+
+def _with_allowlist(changes: dict[str, Any]) -> dict[str, Any]:
+    """hello's ``policy`` as `SandboxPolicy` fields: a ``network`` list and its
+    ``network_*`` options become one `NetworkAllowlist`."""
+    options = {field: changes.pop(key) for key, field in _ALLOWLIST_KEYS.items() if key in changes}
+    network = changes.get("network")
+    if not isinstance(network, list):
+        if options:
+            given = ", ".join(k for k, f in _ALLOWLIST_KEYS.items() if f in options)
+            raise ValueError(f'policy {given}: only with "network": ["HOST[:PORT]", ...]')
+        return changes
+    from sandbox.netproxy import NetworkAllowlist
+
+    return {**changes, "network": NetworkAllowlist(tuple(network), **options)}
 
 
 async def serve_stream(

@@ -35,11 +35,21 @@ class _Request(msgspec.Struct, tag_field="op", forbid_unknown_fields=True, kw_on
     id: RequestId | None = None
 
 
+#: A network allowlist entry: ``HOST[:PORT]`` (an exact name, ``*.domain``, an IP
+#: address or ``*``; no port or ``*`` for any), as ``sandvisor exec --allow-net`` takes it.
+NetPattern = Annotated[str, msgspec.Meta(min_length=1, max_length=300)]
+
+
 class PolicyOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The sandbox options a client may set: an absent one keeps the server's default,
-    ``null`` turns a limit off, ``env`` adds to the default environment."""
+    ``null`` turns a limit off, ``env`` adds to the default environment. ``network``:
+    ``false`` (none), ``true`` (the host's), or an allowlist reached through the proxy,
+    with its per-call caps and names pinned to addresses (as the config file's keys)."""
 
-    network: bool | UnsetType = UNSET
+    network: bool | list[NetPattern] | UnsetType = UNSET
+    network_max_connections: Count | UnsetType | None = UNSET
+    network_max_bytes: Annotated[int, msgspec.Meta(ge=1)] | UnsetType | None = UNSET
+    network_hosts: dict[str, str] | UnsetType = UNSET
     memory_bytes: int | UnsetType | None = UNSET
     pids: int | UnsetType | None = UNSET
     cpu_seconds: int | UnsetType | None = UNSET

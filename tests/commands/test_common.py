@@ -3,16 +3,20 @@ TOML file (real commands, real sandboxes); a secret a hostile adapter prints com
 redacted through each (chunks, results, errors); the file's per-tool overrides and
 stream redactors hold in the real sandboxes of one group and not the other's; serve's
 audit stream carries each connection of a group with a network allowlist; a bad file or
-a clash of options is one line, exit 2."""
+a clash of options is one line, exit 2. Without a file, the one group's allowlist comes
+from ``--allow-net`` (as ``sandvisor exec`` takes it) or from serve's ``hello``, each
+tried with a real round trip through the proxy."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hosting_helpers import ROOT, SANDVISOR, child_env
@@ -256,3 +260,137 @@ def test_the_file_or_the_one_group_options_not_both(config: Path, option: list[s
         f"sandvisor script: --config names the groups; {option[0]} cannot go with it "
         "(set them in the file)\n"
     )
+
+
+# -- one group's allowlist: --allow-net, and serve's hello --------------------------------------
+
+
+def probe_urls(port: int) -> list[str]:
+    """An allowed URL (1000 bytes) and one the allowlist refuses (the same server, both
+    by names the proxy pins to 127.0.0.1: the sandbox's own loopback is not the proxy's)."""
+    return [f"http://alpha.test:{port}/1000", f"http://bravo.test:{port}/10"]
+
+
+def allow_alpha(port: int) -> list[str]:
+    return ["--allow-net", f"alpha.test:{port}", "--net-host", "alpha.test=127.0.0.1"]
+
+
+def assert_probed(value: dict[str, Any], port: int) -> None:
+    allowed, refused = probe_urls(port)
+    assert value["urls"] == {allowed: 1000, refused: [403, "not_allowed"]}, value
+
+
+def test_serve_hello_gives_a_network_allowlist() -> None:
+    """``policy.network`` as a list: the workers reach those hosts through the proxy and
+    nothing else; a bad entry is ``bad_config`` in one line, and the session can try
+    again."""
+    with http_server() as port:
+        client = ServeClient.spawn([*SANDVISOR, "serve", "--adapters", "sv_group_adapters:a"],
+                                   env=env())  # fmt: skip
+        try:
+            bad = client.call("hello", policy={"network": ["no such host:80"]})
+            assert bad["error"]["code"] == "bad_config"
+            assert bad["error"]["message"] == (
+                "network allowlist: 'no such host:80': 'no such host' is not a host name, "
+                "'*.domain', an IP address or '*'"
+            )
+            assert client.call("hello", policy={"network": []})["error"]["code"] == "bad_config"
+            bad = client.call("hello", policy={"network_hosts": {"a.test": "10.0.0.1"}})
+            assert bad["error"]["message"] == (
+                'policy network_hosts: only with "network": ["HOST[:PORT]", ...]'
+            )
+            allow = {"network": [f"alpha.test:{port}"], "network_max_connections": 5,
+                     "network_hosts": {"alpha.test": "127.0.0.1"}}  # fmt: skip
+            ready = client.call("hello", policy=allow, audit=True)
+            assert ready["event"] == "ready", ready
+            outcome = client.invoke("a.probe", {"urls": probe_urls(port)})[-1]["outcome"]
+            assert outcome["status"] == "completed", outcome
+            assert_probed(outcome["value"], port)
+            assert client.call("shutdown")["event"] == "bye"
+        finally:
+            client.close_input()
+            assert client.wait() == 0
+    net = sorted((e["net"]["host"], e["net"]["allowed"], e["net"]["reason"])
+                 for e in client.seen if e["event"] == "net")  # fmt: skip
+    assert net == [("alpha.test", True, None), ("bravo.test", False, "not_allowed")]
+
+
+def test_serve_takes_allow_net_as_the_hellos_default() -> None:
+    with http_server() as port:
+        client = ServeClient.spawn(
+            [*SANDVISOR, "serve", "--adapters", "sv_group_adapters:a",
+             "--allow-net", "example.invalid:443", *allow_alpha(port)],
+            env=env(),
+        )  # fmt: skip
+        try:
+            assert client.call("hello")["event"] == "ready"
+            outcome = client.invoke("a.probe", {"urls": probe_urls(port)})[-1]["outcome"]
+            assert_probed(outcome["value"], port)
+            assert client.call("shutdown")["event"] == "bye"
+        finally:
+            client.close_input()
+            assert client.wait() == 0
+
+
+def test_script_takes_allow_net() -> None:
+    with http_server() as port:
+        allowed, refused = probe_urls(port)
+        done = sandvisor(
+            "script", "--adapters", "sv_group_adapters:a", *allow_alpha(port),
+            "-c", f"a.probe --urls {allowed}; a.probe --urls {refused}",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first, second = (json.loads(line) for line in done.stdout.splitlines() if line)
+    assert (first["urls"], second["urls"]) == ({allowed: 1000}, {refused: [403, "not_allowed"]})
+
+
+async def test_mcp_takes_allow_net() -> None:
+    with http_server() as port:
+        params = StdioServerParameters(
+            command=sys.executable, env=env(),
+            args=["-m", "supervisor", "mcp", "--adapters", "sv_group_adapters:a",
+                  *allow_alpha(port)],
+        )  # fmt: skip
+        async with (
+            stdio_client(params, errlog=sys.stderr) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("a.probe", {"urls": probe_urls(port)})
+    assert_probed(json.loads(text_of(result)), port)
+
+
+@pytest.mark.parametrize("command", ["script", "serve", "mcp"])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--allow-net", "no such host"],
+         "network allowlist: 'no such host': 'no such host' is not a host name, '*.domain', "
+         "an IP address or '*'"),
+        (["--net-host", "a.test=10.0.0.1"],
+         "--net-host, --net-max-bytes and --net-max-connections need --allow-net"),
+        (["--allow-net", "a.test", "--net-host", "a.test"],
+         "--net-host 'a.test' is not NAME=ADDRESS"),
+    ],
+)  # fmt: skip
+def test_a_bad_allow_net_is_one_line_as_exec_says_it(
+    command: str, options: list[str], message: str
+) -> None:
+    extra = ["-c", "true"] if command == "script" else []
+    done = sandvisor(command, "--adapters", "sv_group_adapters:a", *options, *extra)
+    assert (done.returncode, done.stderr) == (2, f"sandvisor {command}: {message}\n")
+    exec_done = sandvisor("exec", *options, "--", "true")
+    assert exec_done.stderr == f"sandvisor exec: {message}\n"
+
+
+@pytest.mark.parametrize("command", ["script", "serve", "mcp"])
+def test_allow_net_and_network_or_config_do_not_go_together(command: str, config: Path) -> None:
+    extra = ["-c", "true"] if command == "script" else []
+    done = sandvisor(command, "--allow-net", "a.test", "--network", *extra)
+    assert done.returncode == 2
+    assert "argument --network: not allowed with argument --allow-net" in done.stderr
+    done = sandvisor(command, "--config", str(config), "--allow-net", "a.test", *extra)
+    assert (done.returncode, done.stderr) == (2, (
+        f"sandvisor {command}: --config names the groups; --allow-net cannot go with it "
+        "(set them in the file)\n"
+    ))  # fmt: skip

@@ -41,4 +41,5 @@ def test_mcp_server_takes_allow_net_and_refuses_it_with_network() -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert both.returncode == 2
-    assert "give --allow-net (an allowlist) or --network (the host's), not both" in both.stderr
+    # the same parsing as sandvisor exec's (and script's, serve's): argparse's words
+    assert "argument --allow-net: not allowed with argument --network" in both.stderr

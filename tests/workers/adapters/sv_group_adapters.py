@@ -38,7 +38,8 @@ def _probe(request: dict[str, Any], ctx: Context) -> dict[str, Any]:
             report["write"] = "ok"
         except OSError as exc:
             report["write"] = errno.errorcode.get(exc.errno or 0, str(exc))
-    for url in request.get("urls", []):
+    urls = request.get("urls", [])
+    for url in [urls] if isinstance(urls, str) else urls:  # a script's flag: one string
         try:
             with urllib.request.urlopen(url, timeout=10) as response:
                 report["urls"][url] = len(response.read())
