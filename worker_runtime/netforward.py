@@ -22,7 +22,10 @@ import socket
 import sys
 
 ENV_SOCKET = "SANDVISOR_NET_SOCKET"
-READ_BYTES = 256 * 1024
+READ_BYTES = 1024 * 1024
+#: The Unix socket's send buffer (the kernel doubles it, within ``net.core.wmem_max``):
+#: its default, about 208 KiB, is refilled in many rounds, each a wake-up of the proxy.
+SEND_BUFFER = 1024 * 1024
 LOOPBACK = "127.0.0.1"
 #: The program could not be executed (the shell's convention, as ``env`` uses it).
 EXIT_NOT_FOUND = 127
@@ -132,6 +135,13 @@ def _accept(selector: selectors.BaseSelector, listener: socket.socket, path: str
         return
     client.setblocking(False)
     upstream.setblocking(False)
+    try:
+        # Nagle would hold an answer's last small segment back until the client's
+        # (delayed) acknowledgement of the one before.
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        upstream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+    except OSError:  # smaller buffers only cost wake-ups
+        pass
     a, b = _Side(client), _Side(upstream)
     a.peer, b.peer = b, a
     selector.register(client, selectors.EVENT_READ, a)

@@ -149,6 +149,45 @@ async def test_connection_and_byte_caps_per_call(proxy: Proxy) -> None:
     assert all(e.tool == "web.get" for e in proxy.events)
 
 
+async def test_relayed_bytes_are_counted_exactly_and_capped_across_connections(
+    proxy: Proxy,
+) -> None:
+    """Six tunnels of one call at once: each event counts exactly what its client sent
+    and received, and together they stay within the call's cap."""
+    tags = [CallTag("web.get", "op-1")]
+    reply = b"HTTP/1.1 200 Connection established\r\n\r\n"
+    with http_server() as port:
+        ep = await proxy.open(f"127.0.0.1:{port}", max_bytes=1_000_000, calls=lambda: tags)
+        request = b"GET /300000 HTTP/1.0\r\nX-Pad: " + b"p" * 5000 + b"\r\n\r\n"
+        got: list[bytes] = []
+
+        async def one() -> None:
+            answer = await in_thread(
+                http_via, ep.socket_path,
+                f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode() + request,
+            )  # fmt: skip
+            assert isinstance(answer, bytes)
+            if answer.startswith(reply):
+                got.append(answer[len(reply) :])
+            else:  # began after the others had used the call's bytes up
+                assert answer.startswith(b"HTTP/1.1 429 "), answer[:100]
+
+        async with anyio.create_task_group() as group:
+            for _ in range(6):
+                group.start_soon(one)
+    events = await proxy.settled(6)
+    through = [e for e in events if e.allowed]
+    assert sorted(e.bytes_down for e in through) == sorted(len(body) for body in got)
+    assert all(e.bytes_up == len(request) for e in through if e.bytes_down)
+    assert sum(e.bytes_up + e.bytes_down for e in events) <= 1_000_000
+    assert sum(len(body) == 300_000 + len(_head(body)) for body in got) >= 1  # some got through
+    assert sum(e.reason == "byte_cap" for e in events) >= 2  # 6 x 300 kB is past the cap
+
+
+def _head(answer: bytes) -> bytes:
+    return answer.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
+
+
 async def test_no_call_in_flight_no_connection_and_shared_calls_are_all_named(proxy: Proxy) -> None:
     tags: list[CallTag] = []
     ep = await proxy.open("*", calls=lambda: tags)
