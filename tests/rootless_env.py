@@ -11,8 +11,11 @@ where ``scripts/setup`` installed them, `ensure_mcp_python`). Then:
 - `delegate(setup)`: the cgroups this user gets, as a machine would give them: ``"v1"``
   a subtree per v1 hierarchy (``sandvisor doctor --delegate USER --apply``: the command
   under test); ``"v2"`` a delegated v2 cgroup the user's runs are started in;
-  ``"none"`` nothing. `v2_unavailable` says why a machine has no v2 set-up (this one:
-  cgroup v2 is mounted with no controllers to give);
+  ``"hybrid"`` both on a hybrid machine, whose v2 has no memory or pids to give (this
+  one): v1 subtrees for the limits and a delegated v2 cgroup for ``cgroup.kill``, as
+  systemd's ``--user`` scopes give a user there; ``"none"`` nothing. `v2_unavailable` and
+  `hybrid_unavailable` say why a machine has no such set-up (this one: cgroup v2 is
+  mounted with no controllers to give);
 - `run(argv)`: a command as the user (``setpriv``), in the set-up's cgroup, with an
   optional process limit of its own;
 - `destroy()`: every process of the user killed, the delegation undone, the user
@@ -56,7 +59,7 @@ TEST_TOOLS = ("pytest>=8", "pytest-trio>=0.8", "pytest-timeout>=2.3", "hypothesi
 MARK = "sandvisor rootless test user"
 PREFIX = "svtest"
 
-Setup = Literal["v1", "v2", "none"]
+Setup = Literal["v1", "v2", "hybrid", "none"]
 
 
 class RootlessSetupError(RuntimeError):
@@ -222,9 +225,27 @@ class RootlessUser:
                 raise RootlessSetupError(why)
             self.v2_cgroup = _v2_root() / f"sandvisor-{self.name}"
             self._sandvisor_as_root("doctor", "--delegate", self.name, "--apply")
+        elif setup == "hybrid":
+            why = hybrid_unavailable()
+            if why:
+                raise RootlessSetupError(why)
+            self._sandvisor_as_root("doctor", "--delegate", self.name, "--apply")
+            self.v2_cgroup = self._delegate_v2_kill()
+
+    def _delegate_v2_kill(self) -> Path:
+        """A v2 cgroup of the user's under the root, delegated as the kernel's model says
+        (the directory, ``cgroup.procs``, ``cgroup.subtree_control``, ``cgroup.threads``);
+        it gives no controller here, only ``cgroup.kill``."""
+        path = _v2_root() / f"sandvisor-{self.name}"
+        path.mkdir(exist_ok=True)
+        for item in ("", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"):
+            os.chown(path / item, self.uid, self.gid)
+        return path
 
     def undelegate(self) -> None:
-        if self.setup in ("v1", "v2"):
+        if self.setup == "hybrid" and self.v2_cgroup is not None:
+            _remove_cgroup_tree(self.v2_cgroup)
+        if self.setup in ("v1", "v2", "hybrid"):
             self._sandvisor_as_root("doctor", "--delegate", self.name, "--remove")
         self.setup = "none"
         self.v2_cgroup = None
@@ -324,7 +345,8 @@ class RootlessUser:
         self.kill_all()
         with contextlib.suppress(RootlessSetupError):  # what it could not do is checked below
             if self.setup == "none":  # a delegation left by a test that failed midway
-                self.setup = "v1" if delegated_dirs(self.name) else "none"
+                self.setup = _left_setup(self.name)
+                self.v2_cgroup = _v2_kill_dir(self.name)
             self.undelegate()
         # checked while the uid is still ours: after userdel another test's new user may be
         # given the same uid at once (seen with two users made in parallel)
@@ -369,6 +391,30 @@ class RootlessUser:
         self.destroy()
 
 
+def _v2_kill_dir(name: str) -> Path | None:
+    """A hybrid set-up's v2 cgroup of user ``name``, if there is one."""
+    with contextlib.suppress(RootlessSetupError):
+        path = _v2_root() / f"sandvisor-{name}"
+        if path.is_dir():
+            return path
+    return None
+
+
+def _left_setup(name: str) -> Setup:
+    """What a user that is being removed still has delegated (for `undelegate`)."""
+    if _v2_kill_dir(name) is not None and not v1_unavailable():
+        return "hybrid"
+    return "v1" if delegated_dirs(name) else "none"
+
+
+def _remove_cgroup_tree(path: Path) -> None:
+    """Remove the cgroup ``path`` and those under it, the deepest first (their processes
+    were killed already); what is left, `delegated_dirs` reports."""
+    for top, _, _ in sorted(os.walk(path), key=lambda entry: -len(entry[0])):
+        with contextlib.suppress(OSError):
+            os.rmdir(top)
+
+
 #: Where a user's processes leave files (pytest's basetemp is /tmp/pytest-of-USER).
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
@@ -399,7 +445,8 @@ def sweep_stale() -> list[str]:
         if len(owner) == 2 and str(_start_time(int(owner[0]))) == owner[1]:
             continue  # its session still runs
         user = RootlessUser(account.pw_name, Path("/nonexistent"))
-        user.setup = "v1" if delegated_dirs(user.name) else "none"
+        user.setup = _left_setup(user.name)
+        user.v2_cgroup = _v2_kill_dir(user.name)
         with contextlib.suppress(RootlessSetupError):
             user.destroy()
         removed.append(account.pw_name)
@@ -445,6 +492,23 @@ def _v2_root() -> Path:
         if right.split()[:1] == ["cgroup2"] and left.split()[3] == "/":
             return Path(left.split()[4])
     raise RootlessSetupError("no cgroup v2 hierarchy is mounted")
+
+
+def hybrid_unavailable() -> str:
+    """Why this machine is not a hybrid one whose v2 hierarchy can give a user a cgroup
+    for ``cgroup.kill`` beside v1 memory and pids, or ""."""
+    why = v1_unavailable()
+    if why:
+        return why
+    try:
+        root = _v2_root()
+    except RootlessSetupError as exc:
+        return str(exc)
+    if not (root / "cgroup.kill").exists() and not any(
+        (d / "cgroup.kill").exists() for d in root.iterdir() if d.is_dir()
+    ):
+        return f"cgroup v2 at {root} has no cgroup.kill (Linux < 5.14)"
+    return ""
 
 
 def v2_unavailable() -> str:

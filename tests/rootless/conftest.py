@@ -17,6 +17,7 @@ from rootless_env import (
     RootlessSetupError,
     RootlessUser,
     Setup,
+    hybrid_unavailable,
     sweep_stale,
     v1_unavailable,
     v2_unavailable,
@@ -41,7 +42,9 @@ def rootless_user(
     used: list[RootlessUser] = []
 
     def get(setup: Setup) -> RootlessUser:
-        why = {"v1": v1_unavailable, "v2": v2_unavailable}.get(setup, lambda: "")()
+        why = {"v1": v1_unavailable, "v2": v2_unavailable, "hybrid": hybrid_unavailable}.get(
+            setup, lambda: ""
+        )()
         if why:
             pytest.skip(f"no {setup} set-up on this machine: {why}")
         if not _rootless_session:

@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.rootless_only]
 SETUP = os.environ.get("SANDVISOR_ROOTLESS", "")
 SANDVISOR = [sys.executable, "-m", "supervisor"]
 EXAMPLES = "worker_runtime.examples:registry"
-delegated = pytest.mark.skipif(SETUP not in ("v1", "v2"), reason="with delegated cgroups only")
+delegated = pytest.mark.skipif(
+    SETUP not in ("v1", "v2", "hybrid"), reason="with delegated cgroups only"
+)
 undelegated = pytest.mark.skipif(SETUP != "none", reason="with nothing delegated only")
 
 
@@ -45,8 +47,8 @@ def one_line(text: str) -> str:
 def test_the_sandboxes_cgroups_are_in_what_was_delegated() -> None:
     layout = detect_layout()
     assert layout.provides("memory") and layout.provides("pids"), layout.problems
-    if SETUP == "v1":  # the subtrees `doctor --delegate` made, used as the parents
-        names = {os.path.basename(h.parent) for h in layout.hierarchies}
+    if SETUP in ("v1", "hybrid"):  # the subtrees `doctor --delegate` made, the parents
+        names = {os.path.basename(h.parent) for h in layout.hierarchies if h.version == 1}
         assert names == {f"sandvisor-{user_name()}"}
     with spawn(prepare_launch(SandboxPolicy(), Command(("sleep", "30")))) as sandbox:
         assert sandbox.cgroup is not None and sandbox.uid == os.geteuid()
@@ -55,6 +57,28 @@ def test_the_sandboxes_cgroups_are_in_what_was_delegated() -> None:
         assert any(h.parent in p for p in paths for h in layout.hierarchies)
         sandbox.kill("done")
     assert not any(os.path.exists(p) for p in paths)
+
+
+@pytest.mark.skipif(SETUP != "hybrid", reason="with a v2 cgroup for kill on a hybrid machine")
+def test_a_hybrid_machines_delegated_v2_cgroup_kills_the_sandbox() -> None:
+    """The host's own v2 cgroup (delegated to this user) holds each sandbox's cgroup for
+    ``cgroup.kill``; v1's subtrees hold memory and pids."""
+    layout = detect_layout()
+    assert layout.kill_mechanism == "cgroup.kill", layout
+    (v2,) = [h for h in layout.hierarchies if h.version == 2]
+    with open("/proc/self/cgroup") as f:
+        own = next(line[3:].strip() for line in f if line.startswith("0::"))
+    assert v2.roles == {"kill"} and f"{own}/" in v2.parent + "/", (own, v2)
+    with spawn(prepare_launch(SandboxPolicy(), Command(("sleep", "30")))) as sandbox:
+        assert sandbox.cgroup is not None
+        paths = sandbox.cgroup.paths
+        (killer,) = [p for p in paths if p.startswith(v2.parent)]
+        with open(os.path.join(killer, "cgroup.procs")) as f:
+            assert f.read().split()  # the sandbox runs in it
+        sandbox.kill("done")
+    assert not any(os.path.exists(p) for p in paths)
+    run = sandvisor("doctor", "--no-smoke")
+    assert re.search(r"ok +cgroup kill +cgroup\.kill", run.stdout), run.stdout
 
 
 @delegated

@@ -7,6 +7,9 @@ run by a throwaway user in each set-up a machine can give it (`rootless_env`):
   network) and the commands, and MCP servers as workers and behind ``mcp --server``;
 - ``v2``: a delegated cgroup v2, the same runs (skipped, saying why, where cgroup v2 has
   no controllers to give: a hybrid machine);
+- ``hybrid``: on a hybrid machine (cgroup v2 with no memory or pids to give, as here), the
+  v1 subtrees and a delegated v2 cgroup the user's runs are started in: its sandboxes are
+  killed by ``cgroup.kill`` in the user's own v2 cgroup; the teardown and leftover tests;
 - ``none``: nothing delegated: every command refuses the default policy in one line, and
   with per-process limits the sandboxes run, the fork and memory bombs stay contained,
   the host still forks, and nothing survives a kill or the host's death.
@@ -62,6 +65,11 @@ HOSTS_AND_COMMANDS = [
 #: MCP servers as workers, through the library and `sandvisor mcp --server` (the real servers
 #: of ``scripts/mcp-test-servers``, copied for the user where they are installed).
 MCP_SERVERS = ["tests/mcp/test_mcp_servers.py", "tests/mcp/test_mcp_proxy.py"]
+#: A hybrid machine's v2 cgroup for kill: what tears sandboxes down and collects leftovers.
+HYBRID = [
+    f"{SANDBOX}test_sandbox_{name}.py"
+    for name in ("cgroups", "handle", "leftovers", "lifeline", "spawn", "termination")
+] + ["tests/rootless/test_rootless_mode.py"]
 #: Without a cgroup: what runs, and what must not (a skip would hide it: none is allowed).
 NONE = [
     f"{SANDBOX}test_sandbox_limits.py",
@@ -124,6 +132,10 @@ def test_v2(rootless_user: RootlessUserFactory) -> None:
 
 def test_v2_hosts_commands_and_mcp_servers(rootless_user: RootlessUserFactory) -> None:
     passes(mcp_user(rootless_user, "v2"), [*HOSTS_AND_COMMANDS, *MCP_SERVERS])
+
+
+def test_hybrid(rootless_user: RootlessUserFactory) -> None:
+    passes(rootless_user("hybrid"), HYBRID)
 
 
 def test_none(rootless_user: RootlessUserFactory) -> None:
