@@ -28,11 +28,18 @@ it and gives the process back).
 
 ``--profile`` runs cProfile over the throughput load (and over the echo's) and prints the
 Python function calls per call: the host's work per call in the interpreter's own unit.
+
+For information, the worker's own cost per call: the CPU time and the voluntary context
+switches of all the threads of one sandbox's processes over calls that one session serves
+(16 callers, ``pool_size=1``), against one echo process's under the same load. They
+count work, not waiting: on a loaded machine the switches hold still and the CPU moves
+less than the wall-time ratios do.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import json
@@ -106,12 +113,12 @@ class EchoProcess:
 
 
 class EchoPool:
-    """The throughput baseline: ``POOL`` echo processes, one call in flight each, handed
+    """The throughput baseline: ``size`` echo processes, one call in flight each, handed
     to callers in arrival order (a trio memory channel)."""
 
-    def __init__(self) -> None:
-        self.processes = [EchoProcess() for _ in range(POOL)]
-        self._free, self._take = trio.open_memory_channel[EchoProcess](POOL)
+    def __init__(self, size: int = POOL) -> None:
+        self.processes = [EchoProcess() for _ in range(size)]
+        self._free, self._take = trio.open_memory_channel[EchoProcess](size)
         for process in self.processes:
             self._free.send_nowait(process)
 
@@ -310,6 +317,68 @@ async def profile_calls(calls: int) -> None:
     )
 
 
+def process_cost(pids: list[int]) -> tuple[float, int]:
+    """CPU seconds and voluntary context switches so far of every thread of ``pids``."""
+    cpu, switches = 0.0, 0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            cpu += times.user + times.system
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/status") as status:
+                    for line in status:
+                        if line.startswith("voluntary_ctxt_switches"):
+                            switches += int(line.split()[1])
+    return cpu, switches
+
+
+async def bench_worker_cost(calls: int) -> None:
+    """The worker's CPU and voluntary switches per call (information), one session's
+    calls under 16 callers, against one echo process's under the same load."""
+
+    async def measure(invoke: Invoke, pids: list[int]) -> tuple[float, float]:
+        for _ in range(50):
+            await invoke("text.upper", "hi")
+        left = calls
+
+        async def caller() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                await invoke("text.upper", "hi")
+
+        cpu, switches = process_cost(pids)
+        async with trio.open_nursery() as nursery:
+            for _ in range(CALLERS):
+                nursery.start_soon(caller)
+        cpu_after, switches_after = process_cost(pids)
+        return (cpu_after - cpu) / calls, (switches_after - switches) / calls
+
+    echo = EchoPool(1)  # one process, as one session
+    try:
+        base_cpu, base_switches = await measure(echo.invoke, [echo.processes[0].proc.pid])
+    finally:
+        echo.close()
+    async with Supervisor(
+        adapters=ADAPTERS, pool_size=1, max_in_flight=1, ping_interval=None
+    ) as sup:
+        (session,) = sup.pool.sessions
+        assert session.pid is not None
+        root = psutil.Process(session.pid)
+        pids = [root.pid, *(child.pid for child in root.children(recursive=True))]
+        started = session.calls_started
+        cpu, switches = await measure(supervisor_invoke(sup), pids)
+        served = session.calls_started - started
+    assert served == calls + 50, f"the session served {served} calls: it was replaced"
+    print(
+        f"      worker per call (pool_size=1, {CALLERS} callers, {calls:,} calls of one "
+        f"session): {cpu * 1e6:.0f} us CPU, {switches:.2f} voluntary switches; one echo "
+        f"process {base_cpu * 1e6:.0f} us, {base_switches:.2f} ({cpu / base_cpu:.1f}x CPU)",
+        flush=True,
+    )
+
+
 def plain_kill_baseline(samples: int) -> list[float]:
     """SIGKILL to reaped of an unsandboxed Python process (the floor of any kill)."""
     latencies = []
@@ -430,6 +499,7 @@ async def main(quick: bool, profile: bool) -> int:
     await bench_throughput(1.0 if quick else 2.0, rounds=3 if quick else 7)
     for in_flight, callers in ((4, 16), (8, 32)):
         await bench_throughput_in_flight(1.0 if quick else 2.0, in_flight, callers)
+    await bench_worker_cost(1500)
     await bench_kill_latency(15 if quick else 50)
     await bench_cancel_ack(50 if quick else 200)
     await bench_idle_memory(8 if quick else 16)
