@@ -165,6 +165,15 @@ async def main(quick: bool, ledgers: tuple[str, ...], rounds: int | None) -> int
               f"{statistics.median(through):8.2f} "
               f"{statistics.median(through) - statistics.median(direct):9.2f} "
               f"{extra:+8.2f}   {'met' if ok else 'missed'}")  # fmt: skip
+    if len(ledgers) == 2:  # what the durable ledger costs a call (blocks side by side)
+        cost = {}
+        for side in ("direct", "ray"):
+            durable = [statistics.median(b) for b in times[f"{side} durable"]]
+            memory = [statistics.median(b) for b in times[f"{side} memory"]]
+            deltas = [(d - m) * 1000 for d, m in zip(durable, memory, strict=True)]
+            cost[side] = statistics.median(deltas)
+        print(f"  a durable ledger's cost per call (durable - memory, median of blocks): "
+              f"direct {cost['direct']:+.2f} ms, through Ray {cost['ray']:+.2f} ms")  # fmt: skip
     return int(missed)
 
 

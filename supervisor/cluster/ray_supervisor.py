@@ -17,6 +17,7 @@ ledger and reconciles or expires what was in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -288,6 +289,12 @@ class RaySupervisor:
         runs in this loop with each chunk as it comes. Cancelling the awaiting task
         cancels the call cooperatively on its node, waits for its end, then propagates."""
         request = self._request(tool, value, deadline, idempotency_key)
+        router = self._router
+        assert router is not None
+        if on_chunk is None:
+            node = router.ready()
+            if node is not None:  # the common case: no probe, no stream, no task of its own
+                return await self._run_here(node, request)
         placed = _Placed()
         call = self._launch(self._consume(request, placed, on_chunk), [request])
         try:
@@ -373,6 +380,44 @@ class RaySupervisor:
 
     # -- the hop ------------------------------------------------------------------------------
 
+    async def _run_here(self, node: Node[Any], request: CallRequest) -> Outcome:
+        """One call on a node that needs no probe, in the caller's task (a task of its own
+        and a shield cost two more turns of the loop per call). A cancellation of the
+        caller cancels the call cooperatively on its node, waits for its end, then
+        propagates, as `invoke` promises."""
+        assert self._router is not None
+        key = request.idempotency_key
+        self._live_keys.add(key)
+        self._router.started(node)
+        try:
+            ref = node.actor.run.remote(to_row(request))
+            try:
+                return await self._result(node, request, ref)
+            except asyncio.CancelledError:
+                await to_the_end(self._cancel_on(node, [request]))
+                with contextlib.suppress(Exception):
+                    await to_the_end(self._result(node, request, ref))
+                raise
+        finally:
+            self._router.ended(node)
+            self._live_keys.discard(key)
+
+    async def _result(self, node: Node[Any], request: CallRequest, ref: Any) -> Outcome:
+        """The outcome of one call sent to ``node`` (``ref``): its own, ``node_lost``, or
+        the node's refusal raised."""
+        ray = _ray()
+        try:
+            packed = await ref
+        except ray.exceptions.RayActorError as exc:
+            return self._lost(node, request, exc)
+        except ray.exceptions.RayTaskError as exc:
+            raise _unwrap(exc) from None
+        assert self._router is not None
+        self._router.answered(node)
+        outcome = unpack_outcomes(packed)[0]
+        assert isinstance(outcome, Outcome)
+        return outcome
+
     def _launch(self, work: Coroutine[Any, Any, T], requests: list[CallRequest]) -> asyncio.Task[T]:
         """Run a call (or a batch) as a task; its keys are this supervisor's until it ends."""
         keys = [r.idempotency_key for r in requests]
@@ -431,14 +476,14 @@ class RaySupervisor:
             return unplaced
         node = placed.node
         assert node is not None and self._router is not None
+        if on_chunk is None:
+            try:
+                return await self._result(node, request, node.actor.run.remote(to_row(request)))
+            finally:
+                self._router.ended(node)
         ray = _ray()
         try:
-            if on_chunk is None:
-                packed = await node.actor.run.remote(to_row(request))
-                outcome = unpack_outcomes(packed)[0]
-                assert isinstance(outcome, Outcome)
-            else:
-                outcome = await self._stream(node, request, on_chunk)
+            outcome = await self._stream(node, request, on_chunk)
         except ray.exceptions.RayActorError as exc:
             return self._lost(node, request, exc)
         except ray.exceptions.RayTaskError as exc:
@@ -504,6 +549,9 @@ class RaySupervisor:
         if node is None:
             call.cancel()  # still waiting for a node: it ends cancelled, never sent
             return
+        await self._cancel_on(node, requests)
+
+    async def _cancel_on(self, node: Node[Any], requests: list[CallRequest]) -> None:
         ray = _ray()
         try:
             await node.actor.cancel.remote([r.call_id for r in requests])

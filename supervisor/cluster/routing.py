@@ -47,6 +47,18 @@ class Router(Generic[A]):
         trusted = [n for n in live if not n.suspect] or live
         return min(trusted, key=lambda n: (n.in_flight, n.calls))
 
+    def ready(self) -> Node[A] | None:
+        """The node `pick` gives when that node needs no probe; None when every live
+        node is suspect, or none is left (the caller then takes the way that probes, or
+        says why)."""
+        best: Node[A] | None = None
+        for node in self.nodes:
+            if node.dead or node.suspect:
+                continue
+            if best is None or (node.in_flight, node.calls) < (best.in_flight, best.calls):
+                best = node
+        return best
+
     def started(self, node: Node[A], count: int = 1) -> None:
         node.in_flight += count
         node.calls += count

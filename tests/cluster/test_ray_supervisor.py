@@ -203,6 +203,16 @@ def test_cancelling_the_task_cancels_on_the_node_then_propagates(sup: RaySupervi
             await task
         out = await sup.outcome("task-1")  # the node's own account: cancelled, not lost
         assert out is not None and out.status == "cancelled" and out.chunks > 0
+        # a call without on_chunk runs in the caller's task: the same, cancelled there
+        task = asyncio.create_task(sup.invoke("sleep", "30", idempotency_key="task-2"))
+        await asyncio.sleep(1.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        out = await sup.outcome("task-2")
+        assert out is not None and out.status == "cancelled"
+        # the key is no more this supervisor's in flight (no DuplicateOperation here)
+        assert (await sup.invoke("sleep", "0", idempotency_key="task-2")).status
         # a batch too: every call still running is cancelled cooperatively
         batch = asyncio.create_task(sup.invoke_many([Call(tool="sleep", value="30",
                                                           idempotency_key=f"b-{i}")

@@ -45,3 +45,19 @@ def test_a_lost_node_is_passed_over_until_it_answers_and_a_dead_one_is_dropped()
     router.failed(first, for_good=True)
     with pytest.raises(NoNode, match="dead"):
         router.pick()
+
+
+def test_ready_is_picks_node_when_it_needs_no_probe() -> None:
+    router = Router(nodes(3))
+    for _ in range(5):
+        router.started(router.pick())
+        assert router.ready() is router.pick()
+    first, second, third = router.nodes
+    router.failed(first, for_good=False)
+    router.failed(second, for_good=True)
+    assert router.ready() is third is router.pick()  # a trusted node: no probe needed
+    router.failed(third, for_good=False)
+    assert router.ready() is None and router.pick().suspect  # every live one needs a probe
+    router.failed(first, for_good=True)
+    router.failed(third, for_good=True)
+    assert router.ready() is None  # none left: the slow way says so (NoNode)
