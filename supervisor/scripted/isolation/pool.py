@@ -17,23 +17,20 @@ are reused while they answer cleanly, and keep ``size`` of them warm.
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import contextlib
 import dataclasses
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import weakref
-from pathlib import Path
 from typing import Any
 
 import anyio
 
 from ..contract import CommandResult, ExecResult, ScriptRequest, execution_deadline
 from ..errors import LimitExceeded
+from ..piped_child import Started, shut, shut_started, start
 from ..text_tools.jq_tool.spawner import host_spawner
 from .wire import (
     MAX_FRAME,
@@ -51,8 +48,6 @@ from .wire import (
     to_wire,
 )
 
-#: The checkout this module belongs to: the child imports the same code.
-ROOT = str(Path(__file__).resolve().parents[3])
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from supervisor.scripted.isolation.child import main; main(sys.argv[2:])"
@@ -70,7 +65,6 @@ _SLOT_POLL = 0.002
 #: The first and the longest look at a child being started (it takes some milliseconds).
 _SPAWN_POLL = 0.001
 _SPAWN_POLL_MAX = 0.01
-_PIPE_SIZE = 1 << 20
 _DIAGNOSTICS = 1 << 16
 
 
@@ -82,56 +76,6 @@ class ChildGone(Exception):
         self.message = message
 
 
-def _start(memory_bytes: int) -> tuple[subprocess.Popen[bytes], int, int, int]:
-    """Fork the child (on the spawner thread): its process and our request, reply and
-    diagnostics fds."""
-    import fcntl
-
-    req_r, req_w = os.pipe()
-    rep_r, rep_w = os.pipe()
-    diag_r, diag_w = os.pipe()
-    ours = (req_w, rep_r, diag_r)
-    argv = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, ROOT, str(os.getpid()), str(rep_w)]
-    argv.append(str(memory_bytes))
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=req_r,
-            stdout=diag_w,
-            stderr=diag_w,
-            pass_fds=(rep_w,),
-            env={},
-            cwd="/",
-            start_new_session=True,
-        )
-    except BaseException:
-        for fd in ours:
-            os.close(fd)
-        raise
-    finally:
-        for fd in (req_r, rep_w, diag_w):
-            os.close(fd)
-    for fd in ours:
-        os.set_blocking(fd, False)
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
-    return proc, req_w, rep_r, diag_r
-
-
-def _shut(proc: subprocess.Popen[bytes], fds: tuple[int, ...]) -> None:
-    """SIGKILL, reap, close our ends (once: the finaliser's function)."""
-    with contextlib.suppress(ProcessLookupError):
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-_Started = tuple[subprocess.Popen[bytes], int, int, int]
-
-
 async def start_child(memory_bytes: int) -> ScriptChild:
     """A new child, forked on the host's spawner thread.
 
@@ -140,7 +84,7 @@ async def start_child(memory_bytes: int) -> ScriptChild:
     waiting forever. A cancelled wait leaves nothing behind: the child, once started, is
     killed and reaped. A start that takes longer than ``START_TIMEOUT`` or fails (no fds,
     no processes left) is a `ChildGone`, which the execution answers as an error."""
-    future = host_spawner().submit(lambda: _start(memory_bytes))
+    future = host_spawner().submit(lambda: start(BOOTSTRAP, memory_bytes))
     delay = _SPAWN_POLL
     try:
         with anyio.move_on_after(START_TIMEOUT):
@@ -150,7 +94,7 @@ async def start_child(memory_bytes: int) -> ScriptChild:
         if not future.done():
             raise ChildGone(f"the script's process did not start within {START_TIMEOUT:g} s")
     except BaseException:
-        future.add_done_callback(_shut_started)
+        future.add_done_callback(shut_started)
         raise
     try:
         return ScriptChild(future.result())
@@ -158,22 +102,16 @@ async def start_child(memory_bytes: int) -> ScriptChild:
         raise ChildGone(f"the script's process could not start ({exc})") from None
 
 
-def _shut_started(future: concurrent.futures.Future[_Started]) -> None:
-    if future.exception() is None:
-        proc, *fds = future.result()
-        _shut(proc, tuple(fds))
-
-
 class ScriptChild:
     """One child process and the host's non-blocking ends of its pipes."""
 
-    def __init__(self, started: _Started) -> None:
+    def __init__(self, started: Started) -> None:
         proc, self.req_w, self.rep_r, self._diag_r = started
         self.proc = proc
         self.pid = proc.pid
         self.ready = False
         self._buffer = FrameBuffer(MAX_FRAME)
-        self._shut = weakref.finalize(self, _shut, proc, (self.req_w, self.rep_r, self._diag_r))
+        self._shut = weakref.finalize(self, shut, proc, (self.req_w, self.rep_r, self._diag_r))
 
     def alive(self) -> bool:
         return self._shut.alive and self.proc.poll() is None

@@ -193,7 +193,31 @@ async def test_an_awaitable_dropped_unawaited_frees_its_engine(pool: JqEnginePoo
     with pytest.warns(RuntimeWarning, match="never awaited"):
         del pending
         gc.collect()
-    assert gone(pid) and pool.engines() == []
+    assert wait_until(lambda: gone(pid) and pool.engines() == [])
+    assert (await acall(pool, ".", stdin="1")).stdout == "1\n"
+
+
+async def test_a_dropped_awaitable_collected_under_the_pools_lock_does_not_deadlock(
+    pool: JqEnginePool,
+) -> None:
+    """The finaliser may run in any section of this thread, one holding the pool's own
+    (non-reentrant) lock included: it takes no lock; the engine is killed and reaped."""
+    pending = pool.jq(["-n", "def f: f; f"], None)
+    assert not isinstance(pending, CommandResult)
+    (pid,) = pool.engines()
+    finished = threading.Event()
+
+    def collect_under_the_lock() -> None:
+        nonlocal pending
+        with pytest.warns(RuntimeWarning, match="never awaited"), pool._cond:
+            del pending
+            gc.collect()
+        finished.set()
+
+    worker = threading.Thread(target=collect_under_the_lock, daemon=True)
+    worker.start()
+    assert finished.wait(10), "the finaliser deadlocked on the pool's lock"
+    assert wait_until(lambda: gone(pid) and pool.engines() == [])
     assert (await acall(pool, ".", stdin="1")).stdout == "1\n"
 
 

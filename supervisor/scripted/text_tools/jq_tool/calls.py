@@ -143,7 +143,7 @@ class Call:
                         return self._done(reply)
                     await self._wait_async()
             raise _Timeout
-        except GeneratorExit:  # closed, never to be awaited again: clean up right here
+        except GeneratorExit:  # closed, maybe by the garbage collector: no lock here
             self.abandon()
             raise
         except BaseException as exc:
@@ -166,8 +166,15 @@ class Call:
             self.pool.discard_soon(engine)
 
     def abandon(self) -> None:
-        """Kill the engine (if any) and free its slot: the call ends without its reply
-        (also when the awaitable was dropped without being awaited to the end)."""
+        """The awaitable was dropped or closed before its end (a finaliser's or the
+        garbage collector's call): the engine (if any) is killed at once and reaped by
+        the pool's janitor, without taking a lock (``JqEnginePool.abandon``)."""
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            self.pool.abandon(engine)
+
+    def _release(self) -> None:
+        """Kill the engine (if any) and free its slot: the call ends without its reply."""
         engine, self.engine = self.engine, None
         if engine is not None:
             self.pool.discard(engine)
@@ -186,7 +193,7 @@ class Call:
     def _fail(self, exc: BaseException) -> CommandResult:
         """The engine (if any) is killed and its slot freed; the failure as a result, or
         the exception again when it is not ours (a cancellation, an interrupt)."""
-        self.abandon()
+        self._release()
         if isinstance(exc, _Timeout):
             return CommandResult("", timeout_message(time.monotonic() - self.start), STOPPED_STATUS)
         if isinstance(exc, EngineFailure):

@@ -1,9 +1,9 @@
 """One jq engine: a child process that runs jq commands, and the host's ends of its pipes.
 
-The child (``child.py``) is ``python -I -B`` with an empty environment, ``/`` as its
-directory, a session of its own, no fds but its three pipes, ``RLIMIT_AS`` and no core
-dumps, and ``PR_SET_PDEATHSIG``; it is forked from the host's spawner thread so that it
-dies with the host, not with the thread that happened to need it. Besides that, a
+The child (``child.py``) is started as ``piped_child`` starts one (``python -I -B``, an
+empty environment, ``/`` as its directory, a session of its own, no fds but its three
+pipes, forked from the host's spawner thread so that it dies with the host), and sets
+``RLIMIT_AS``, no core dumps and ``PR_SET_PDEATHSIG`` itself. Besides that, a
 ``weakref.finalize`` kills and reaps it when its `JqEngine` is dropped or the host exits.
 
 The host's pipe ends are non-blocking: `write_some` and `read_reply` never wait, the
@@ -13,28 +13,23 @@ callers (``calls.py``) choose how to wait (spin, ``poll``, or the event loop).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import subprocess
-import sys
 import weakref
-from pathlib import Path
 
+from ...piped_child import PIPE_SIZE, StartTimeout, shut, start_waiting
 from .limits import MAX_REPLY_BYTES, JqLimits, died_message, memory_message, start_message
 from .spawner import Spawner
 from .wire import EngineReady, FrameBuffer, JqReply, WireError, decode_child_frame
-
-#: The checkout this module belongs to: the child imports the same code.
-ROOT = str(Path(__file__).resolve().parents[4])
 
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from supervisor.scripted.text_tools.jq_tool.child import main; main(sys.argv[2:])"
 )
 
-#: Larger pipe buffers: a big input or output crosses in fewer wake-ups.
-_PIPE_SIZE = 1 << 20
+#: How long a start may wait for the spawner thread (a loaded machine's fork and exec)
+START_TIMEOUT = 20.0
 _READ_SIZE = 1 << 16
 _DIAGNOSTICS = 1 << 16
 
@@ -47,65 +42,15 @@ class EngineFailure(Exception):
         self.message = message
 
 
-def _grow_pipe(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
-
-
-def _start(memory_bytes: int) -> tuple[subprocess.Popen[bytes], int, int, int]:
-    """Fork the child (on the spawner thread); its process and our request, reply and
-    diagnostics fds."""
-    req_r, req_w = os.pipe()
-    rep_r, rep_w = os.pipe()
-    diag_r, diag_w = os.pipe()
-    ours = (req_w, rep_r, diag_r)
-    argv = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, ROOT, str(os.getpid()), str(rep_w)]
-    argv.append(str(memory_bytes))
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=req_r,
-            stdout=diag_w,
-            stderr=diag_w,
-            pass_fds=(rep_w,),
-            env={},
-            cwd="/",
-            start_new_session=True,
-        )
-    except BaseException:
-        for fd in ours:
-            os.close(fd)
-        raise
-    finally:
-        for fd in (req_r, rep_w, diag_w):
-            os.close(fd)
-    for fd in ours:
-        os.set_blocking(fd, False)
-    _grow_pipe(req_w)
-    _grow_pipe(rep_r)
-    return proc, req_w, rep_r, diag_r
-
-
-def _shut(proc: subprocess.Popen[bytes], fds: tuple[int, ...]) -> None:
-    """SIGKILL, reap, close our ends (once: the finaliser's function)."""
-    with contextlib.suppress(ProcessLookupError):
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
 class JqEngine:
     """A started jq engine child; one call at a time (the pool sees to it)."""
 
     def __init__(self, limits: JqLimits, spawner: Spawner) -> None:
         try:
-            proc, self.req_w, self.rep_r, self._diag_r = spawner.call(
-                lambda: _start(limits.memory_bytes)
+            proc, self.req_w, self.rep_r, self._diag_r = start_waiting(
+                spawner, BOOTSTRAP, limits.memory_bytes, START_TIMEOUT
             )
-        except OSError as exc:
+        except (OSError, StartTimeout) as exc:
             raise EngineFailure(start_message(str(exc))) from None
         self.proc = proc
         self.pid = proc.pid
@@ -113,7 +58,7 @@ class JqEngine:
         #: The child has said it is up (its first frame).
         self.ready = False
         self._buffer = FrameBuffer(MAX_REPLY_BYTES)
-        self._shut = weakref.finalize(self, _shut, proc, (self.req_w, self.rep_r, self._diag_r))
+        self._shut = weakref.finalize(self, shut, proc, (self.req_w, self.rep_r, self._diag_r))
 
     def alive(self) -> bool:
         return not self.closed and self.proc.poll() is None
@@ -171,7 +116,7 @@ class JqEngine:
                 self.kill()
                 raise EngineFailure(died_message(f"protocol error: {exc}")) from None
             try:
-                data = os.read(self.rep_r, min(max(buffer.pending(), _READ_SIZE), _PIPE_SIZE))
+                data = os.read(self.rep_r, min(max(buffer.pending(), _READ_SIZE), PIPE_SIZE))
             except BlockingIOError:
                 return None
             if not data:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import queue
 import threading
 import time
 import weakref
@@ -40,6 +41,10 @@ class JqEnginePool:
         self._starting = 0
         self._closed = False
         self._reapers: set[threading.Thread] = set()
+        #: engines of calls that ended without their reply where no lock may be taken
+        #: (see `abandon`), for the janitor thread; None ends it
+        self._abandoned: queue.SimpleQueue[JqEngine | None] = queue.SimpleQueue()
+        self._janitor: threading.Thread | None = None
 
     # ------------------------------------------------------------------ the command
 
@@ -60,6 +65,7 @@ class JqEnginePool:
             return result
         if not in_event_loop():
             return call.finish_sync()
+        self._start_janitor()
         pending = call.finish_async()
         weakref.finalize(pending, call.abandon)  # dropped unawaited: no engine stays busy
         return pending
@@ -119,6 +125,26 @@ class JqEnginePool:
             self._busy.discard(engine)
             self._cond.notify()
 
+    def abandon(self, engine: JqEngine) -> None:
+        """Kill an engine whose call was dropped, from where no lock may be taken: a
+        ``weakref.finalize`` or a coroutine closed by the garbage collector, which may run
+        inside a section of this same thread that holds the pool's (non-reentrant) lock.
+        The signal takes no lock (``Popen.poll`` only tries its own) and a
+        ``SimpleQueue.put`` is reentrant: the janitor thread reaps it and frees its slot."""
+        engine.stop()
+        self._abandoned.put(engine)
+
+    def _start_janitor(self) -> None:
+        with self._cond:
+            if self._janitor is not None or self._closed:
+                return
+            self._janitor = threading.Thread(target=self._clean, name="jq-janitor", daemon=True)
+        self._janitor.start()
+
+    def _clean(self) -> None:
+        while (engine := self._abandoned.get()) is not None:
+            self.discard(engine)
+
     def discard_soon(self, engine: JqEngine) -> None:
         """Kill an engine now and reap it on a thread of the pool: the caller does not
         wait for its memory to be torn down; its slot is free once it is reaped."""
@@ -150,6 +176,10 @@ class JqEnginePool:
             engine.kill()
         with self._cond:
             reapers = list(self._reapers)
+            janitor, self._janitor = self._janitor, None
+        if janitor is not None:  # it reaps what was abandoned before it stops
+            self._abandoned.put(None)
+            reapers.append(janitor)
         for reaper in reapers:
             reaper.join()
 

@@ -31,12 +31,9 @@ class Spawner:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
-    def call(self, fn: Callable[[], T]) -> T:
-        """``fn()`` run on the spawner thread; its result or its exception."""
-        return self.submit(fn).result()
-
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
-        """``fn()`` queued for the spawner thread; the future of its result."""
+        """``fn()`` queued for the spawner thread; the future of its result (wait for it
+        with a timeout: ``piped_child.start_waiting``)."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
