@@ -309,12 +309,11 @@ def _run(s: _Settings, search: Callable[[str, int], MatchLike | None], text: str
         check_size(size)
         out.append(piece)
 
-    chars = 0
+    # fuel for 256 lines at once (one call, not one a line), by their mean length
+    block_fuel = 256 * (1 + len(text) // (32 * max(len(lines), 1)))
     for index, line in enumerate(lines):
-        chars += len(line)
-        if not index & 31:  # fuel for 32 lines at once: one call, not one a line
-            spend(chars // 32 + 32)
-            chars = 0
+        if not index & 255:
+            spend(block_fuel)
         if s.max_count is not None and selected_total >= s.max_count:
             if context and pending_after > 0:
                 # GNU prints the trailing context of the last selected line.

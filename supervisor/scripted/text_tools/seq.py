@@ -15,7 +15,7 @@ from supervisor.scripted.contract import CommandResult
 from ..budget import spend
 from ..integers import MAX_BIG_DIGITS
 from . import cformat
-from .common import Opt, OptionSpec, UsageError, check_size, usage_result
+from .common import MAX_OUTPUT_BYTES, Opt, OptionSpec, UsageError, check_size, usage_result
 
 MAX_LINES = 100_000
 
@@ -107,9 +107,14 @@ def seq(args: list[str], stdin: str | None) -> CommandResult:
         return usage_result("seq", err)
     if spec is None and all(_is_integer_text(t) for t in texts):
         lines, truncated = _integers(int(first), int(step), int(last), equal_width)
+        # an integer range's longest line is at one of its ends
+        longest = max(len(lines[0]), len(lines[-1])) if lines else 0
+        size = len(lines) * (len(sep) + longest)
     else:
         lines, truncated = _decimals(first, step, last, texts, fmt, equal_width)
-    check_size(len(sep) * max(len(lines) - 1, 0) + sum(map(len, lines)))
+        size = len(sep) * len(lines) + sum(map(len, lines))
+    if size > MAX_OUTPUT_BYTES:  # the bound: the exact size before it is built
+        check_size(len(sep) * max(len(lines) - 1, 0) + sum(map(len, lines)))
     out = sep.join(lines) + "\n" if lines else ""
     if truncated:
         return CommandResult(out, f"seq: line limit ({MAX_LINES}) exceeded; output truncated\n", 1)

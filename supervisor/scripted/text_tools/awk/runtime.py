@@ -100,7 +100,6 @@ class Runtime:
 
     # -- records and fields
     def set_record(self, text: str) -> None:
-        spend()
         self.record = text
         self.record_fs = to_str(self.vars["FS"])
         self.fields = None
@@ -208,9 +207,12 @@ class Runtime:
             self.text = ""
         if self.next_record >= len(self.records):
             return None
-        text = self.records[self.next_record]
-        self.vars["RT"] = self.terminators[self.next_record]
-        self.next_record += 1
+        index = self.next_record
+        if not index & 31:  # fuel for 32 records at once (loops and calls spend theirs)
+            spend(32)
+        text = self.records[index]
+        self.vars["RT"] = self.terminators[index]
+        self.next_record = index + 1
         variables = self.vars
         nr = variables["NR"]
         variables["NR"] = (nr if type(nr) is float else to_number(nr)) + 1.0

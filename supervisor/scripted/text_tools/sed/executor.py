@@ -303,7 +303,8 @@ class _Machine:
 
     def run(self) -> int:
         while self.read():
-            spend()
+            if not self.next_index & 31:  # fuel for 32 cycles at once (jumps spend theirs)
+                spend(32)
             while self.cycle():
                 self.jumped()
         return 0
