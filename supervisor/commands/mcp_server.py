@@ -324,9 +324,9 @@ def run(args: argparse.Namespace) -> int:
         scripted = scripted_for_cli(args)
     except ValueError as exc:
         return fail("mcp", str(exc), EXIT_USAGE)
-    from supervisor.scripted.isolation import default_script_pool
+    from supervisor.commands.script_cgroup import service_script_pool
 
-    scripted.isolation = default_script_pool()  # scripts in child processes
+    scripted.isolation = service_script_pool()  # scripts in child processes (and cgroups)
     try:
         import mcp  # noqa: F401
     except ImportError:

@@ -291,11 +291,11 @@ class ServeSession:
             sup = make_supervisor(request, self.defaults)
             scripted = None
             if request.script is not None:
+                from supervisor.commands.script_cgroup import service_script_pool
                 from supervisor.scripted import ScriptedTool
-                from supervisor.scripted.isolation import default_script_pool
 
                 # each script runs in a child process: it cannot stall this loop
-                scripted = ScriptedTool(request.script, isolation=default_script_pool())
+                scripted = ScriptedTool(request.script, isolation=service_script_pool())
         except (ValueError, SandboxError) as exc:
             raise wire.RequestError("bad_config", str(exc)) from None
         try:

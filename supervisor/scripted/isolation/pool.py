@@ -11,26 +11,32 @@ execution timeout plus its grace plus ``slack``, or the request's ``timeout_ms``
 script would have had. A cancelled execution kills its child the same way.
 
 Children start on the host's spawner thread (``PR_SET_PDEATHSIG``: they die with the host),
-are reused while they answer cleanly, and keep ``size`` of them warm.
+are reused while they answer cleanly, and keep ``size`` of them warm. A pool given a
+``confine`` puts each child in a cgroup of its own as it starts and removes it with the
+child (the services' comes from the sandbox's cgroup code, which this package may not
+import: ``supervisor.commands.script_cgroup``).
 """
 
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
 import dataclasses
 import os
 import signal
+import subprocess
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from ..contract import CommandResult, ExecResult, ScriptRequest, execution_deadline
 from ..errors import LimitExceeded
-from ..piped_child import Started, shut, shut_started, start
+from ..piped_child import Started, shut, start
 from ..text_tools.jq_tool.spawner import host_spawner
 from .wire import (
     MAX_FRAME,
@@ -68,6 +74,13 @@ _SPAWN_POLL_MAX = 0.01
 _DIAGNOSTICS = 1 << 16
 
 
+#: Puts a just-started child (its pid) in a cgroup of its own and returns what removes
+#: that cgroup once the child is reaped (killing whatever is left in it: the child's own
+#: jq engines). The services pass one made from the sandbox's cgroup code
+#: (``supervisor.commands.script_cgroup``); None: the children have their rlimits only.
+Confine = Callable[[int], Callable[[], None]]
+
+
 class ChildGone(Exception):
     """The child died or broke the protocol; ``message`` says how."""
 
@@ -76,7 +89,32 @@ class ChildGone(Exception):
         self.message = message
 
 
-async def start_child(memory_bytes: int) -> ScriptChild:
+def _start(memory_bytes: int, confine: Confine | None) -> tuple[Started, Callable[[], None]]:
+    """Fork the child (on the spawner thread) and confine it before it has read a script;
+    a child that cannot be confined is shut (fail closed)."""
+    started = start(BOOTSTRAP, memory_bytes)
+    if confine is None:
+        return started, _nothing
+    try:
+        return started, confine(started[0].pid)
+    except BaseException:
+        proc, *fds = started
+        shut(proc, tuple(fds))
+        raise
+
+
+def _nothing() -> None:
+    pass
+
+
+def _end(proc: subprocess.Popen[bytes], fds: tuple[int, ...], release: Callable[[], None]) -> None:
+    """SIGKILL, reap, close our ends, then remove the child's cgroup (the finaliser's
+    function: once)."""
+    shut(proc, fds)
+    release()
+
+
+async def start_child(memory_bytes: int, confine: Confine | None = None) -> ScriptChild:
     """A new child, forked on the host's spawner thread.
 
     The wait for the spawner is a poll on a timer, not a wake-up from its thread: a
@@ -84,7 +122,7 @@ async def start_child(memory_bytes: int) -> ScriptChild:
     waiting forever. A cancelled wait leaves nothing behind: the child, once started, is
     killed and reaped. A start that takes longer than ``START_TIMEOUT`` or fails (no fds,
     no processes left) is a `ChildGone`, which the execution answers as an error."""
-    future = host_spawner().submit(lambda: start(BOOTSTRAP, memory_bytes))
+    future = host_spawner().submit(lambda: _start(memory_bytes, confine))
     delay = _SPAWN_POLL
     try:
         with anyio.move_on_after(START_TIMEOUT):
@@ -94,24 +132,32 @@ async def start_child(memory_bytes: int) -> ScriptChild:
         if not future.done():
             raise ChildGone(f"the script's process did not start within {START_TIMEOUT:g} s")
     except BaseException:
-        future.add_done_callback(shut_started)
+        future.add_done_callback(_end_started)
         raise
     try:
-        return ScriptChild(future.result())
-    except OSError as exc:
+        return ScriptChild(*future.result())
+    except Exception as exc:  # no fds, no processes, no cgroup: the execution's error
         raise ChildGone(f"the script's process could not start ({exc})") from None
+
+
+def _end_started(future: concurrent.futures.Future[tuple[Started, Callable[[], None]]]) -> None:
+    """A start nobody waits for any more: end its child once it is there."""
+    if not future.cancelled() and future.exception() is None:
+        (proc, *fds), release = future.result()
+        _end(proc, tuple(fds), release)
 
 
 class ScriptChild:
     """One child process and the host's non-blocking ends of its pipes."""
 
-    def __init__(self, started: Started) -> None:
+    def __init__(self, started: Started, release: Callable[[], None] = _nothing) -> None:
         proc, self.req_w, self.rep_r, self._diag_r = started
         self.proc = proc
         self.pid = proc.pid
         self.ready = False
         self._buffer = FrameBuffer(MAX_FRAME)
-        self._shut = weakref.finalize(self, shut, proc, (self.req_w, self.rep_r, self._diag_r))
+        fds = (self.req_w, self.rep_r, self._diag_r)
+        self._shut = weakref.finalize(self, _end, proc, fds, release)
 
     def alive(self) -> bool:
         return self._shut.alive and self.proc.poll() is None
@@ -177,6 +223,7 @@ class ScriptPool:
         max_children: int = 16,
         memory_bytes: int = DEFAULT_MEMORY,
         slack: float = DEFAULT_SLACK,
+        confine: Confine | None = None,
     ) -> None:
         if size < 0 or max_children < max(size, 1):
             raise ValueError("a script pool needs 0 <= size <= max_children, max_children >= 1")
@@ -184,6 +231,7 @@ class ScriptPool:
         self.max_children = max_children
         self.memory_bytes = memory_bytes
         self.slack = slack
+        self.confine = confine
         self._lock = threading.Lock()
         self._idle: list[ScriptChild] = []
         self._busy: set[ScriptChild] = set()
@@ -204,7 +252,7 @@ class ScriptPool:
             with self._lock:
                 if self._closed or len(self._idle) + len(self._busy) >= self.size:
                     return
-            child = await start_child(self.memory_bytes)
+            child = await start_child(self.memory_bytes, self.confine)
             with self._lock:
                 self._idle.append(child)
 
@@ -221,7 +269,7 @@ class ScriptPool:
                     self._reap_later(child)
                 room = len(self._busy) + len(self._reapers) < self.max_children
             if room:
-                child = await start_child(self.memory_bytes)
+                child = await start_child(self.memory_bytes, self.confine)
                 with self._lock:
                     self._busy.add(child)
                 return child
@@ -414,11 +462,12 @@ _default: ScriptPool | None = None
 _default_lock = threading.Lock()
 
 
-def default_script_pool() -> ScriptPool:
-    """This process's pool (closed at exit: its children are killed and reaped)."""
+def default_script_pool(confine: Confine | None = None) -> ScriptPool:
+    """This process's pool (closed at exit: its children are killed and reaped); the
+    call that makes it gives its ``confine``."""
     global _default
     with _default_lock:
         if _default is None:
-            _default = ScriptPool()
+            _default = ScriptPool(confine=confine)
             atexit.register(_default.close)
         return _default
