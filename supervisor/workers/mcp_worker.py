@@ -1,6 +1,6 @@
 """An MCP server as a kind of worker: the bridge's command and the runtime it needs.
 
-The worker is ``python -m worker_runtime.bridges.mcp -- COMMAND ARGS`` in the group's
+The worker is ``python .../bridges/mcp_boot.py -- COMMAND ARGS`` in the group's
 sandbox; the bridge runs COMMAND as its child there and serves its tools over the
 authenticated protocol (why a bridge rather than the host speaking MCP to the sandboxed
 process: the host keeps its authenticated protocol and every outcome rule unchanged).
@@ -23,12 +23,14 @@ download at start, are refused with the way to install the package instead.
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 from collections.abc import Sequence
 
 from sandbox import Command, python_command
 from sandbox.errors import PolicyError
 from sandbox.policy import Bind, is_within
+from sandbox.pyworker import SITE
 
 BRIDGE = "worker_runtime.bridges.mcp_boot"
 #: Seconds a cancelled MCP call has to be answered before its sandbox is killed.
@@ -64,17 +66,22 @@ def bridge_command(
 ) -> Command:
     """The worker's command: the bridge, with the server's runtime bound read-only
     (except where the policy binds something itself: ``exclude``, its destinations)."""
-    argv, binds = server_runtime(server, path=path)
+    server_argv, binds = server_runtime(server, path=path)
     binds = [b for b in binds if not any(is_within(b.dest, d) for d in exclude)]
     args = ["--describe"] if describe else []
     if prefix:
         args += ["--prefix", prefix]
-    args += ["--start-timeout", f"{start_timeout:g}", "--", *argv]
+    args += ["--start-timeout", f"{start_timeout:g}", "--", *server_argv]
     base = python_command(BRIDGE, args, modules=("msgspec",))
+    # run by its path, not -m: runpy's own imports (importlib.util, contextlib...) would
+    # come before the server's spawn
+    at = base.argv.index("-m")
+    script = posixpath.join(SITE, *BRIDGE.split(".")) + ".py"
+    argv = (*base.argv[:at], script, *base.argv[at + 2 :])
     have = {b.dest for b in base.binds}
     extra = tuple(b for b in binds if b.dest not in have and not _covered(b.source, have))
     return Command(
-        argv=base.argv,
+        argv=argv,
         binds=(*base.binds, *extra),
         env=base.env,
         masks=base.masks,

@@ -1,5 +1,7 @@
-"""``python -m worker_runtime.bridges.mcp_boot [options] -- COMMAND [ARGS...]``: the MCP
-bridge (`mcp`), entered so that its server starts before the bridge's own modules load.
+"""``python .../worker_runtime/bridges/mcp_boot.py [options] -- COMMAND [ARGS...]`` (or
+``-m worker_runtime.bridges.mcp_boot``): the MCP bridge (`mcp`), entered so that its
+server starts before the bridge's own modules load. The sandbox runs it by its path: with
+``-m``, runpy's own imports (importlib.util, contextlib: ~10 ms) would come first.
 
 A server takes hundreds of milliseconds to start (node loading its packages); the bridge's
 modules (msgspec, the protocol, the MCP client) take tens more. Here the bridge guards
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .mcp_child import Server, StartError, hop, start_server
+from worker_runtime.bridges.mcp_child import Server, StartError, hop, start_server
 
 EXIT_BOOTSTRAP = 3  # mcp.EXIT_BOOTSTRAP, not imported: that would load the bridge first
 
@@ -30,7 +32,7 @@ def main(args: list[str]) -> int:
             os.write(2, f"sandvisor mcp bridge: {exc}\n".encode())
             return EXIT_BOOTSTRAP
         hop("spawned")
-    from .mcp import main as bridge
+    from worker_runtime.bridges.mcp import main as bridge
 
     hop("bridge_loaded")
     return bridge(args, server)

@@ -48,9 +48,13 @@ IGNORED = tuple(getattr(_signal, f"SIG{n}") for n in _NAMES.split() if hasattr(_
 EXIT_SETUP = 127
 
 
+#: libc, opened once: the child calls it between fork and exec, where a ``dlopen`` could
+#: wait forever on a lock another thread (the network forwarder's) held at the fork.
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
 def _prctl(option: int, arg: int) -> int:
-    libc = ctypes.CDLL(None, use_errno=True)
-    return int(libc.prctl(option, arg, 0, 0, 0))
+    return int(_LIBC.prctl(option, arg, 0, 0, 0))
 
 
 #: Set by ``scripts/bench_mcp.py --hops``: the bridge writes when it reaches each step.
