@@ -85,6 +85,8 @@ def as_user(user: RootlessUser, niceness: int, argv: list[str], cwd: Path) -> in
 
 
 def clone(user: RootlessUser) -> Path:
+    """HEAD's clone, the user's. Never with hardlinks (a local clone's default): the chown
+    would hand this repository's own object files to the user (seen: 5,301 of main's)."""
     checkout = user.home / "sandvisor"
     done = subprocess.run(
         ["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(checkout)],
