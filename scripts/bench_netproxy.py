@@ -29,8 +29,15 @@ What it measures, median of each round, the headline the median of the rounds:
    serves a group with an allowlist (calls interleaved one by one, each side first in
    turn). Target: the same, within noise.
 
-Usage: ``.venv/bin/python scripts/bench_netproxy.py [--rounds R] [--runs N]`` (as root,
-like CI; on a shared machine ``nice -n -15`` steadies the wall times).
+With ``--against DIR`` (another checkout of sandvisor, e.g. ``mkdir /tmp/before && git
+archive main~2 | tar -x -C /tmp/before``), each round also runs DIR's direct, endpoint
+and proxied sides against the same server, the two trees alternating which goes first;
+the ratios of each tree are taken within its round (its own direct baseline) and their
+medians printed side by side: a before/after in one run. The load average is printed
+at the start and the end.
+
+Usage: ``.venv/bin/python scripts/bench_netproxy.py [--rounds R] [--runs N]
+[--against DIR] [--downloads-only]`` (as root, like CI).
 """
 
 from __future__ import annotations
@@ -329,13 +336,65 @@ def no_network_cost(port: int, runs: int, rounds: int) -> tuple[float, float]:
     return trio.run(main)
 
 
+SIDES_OF = r"""
+import json, sys
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/scripts"]
+import bench_netproxy as b
+port, runs = int(sys.argv[2]), int(sys.argv[3])
+sides = b.direct(port, runs), b.endpoint_only(port, runs), b.proxied(port, runs)
+print(json.dumps(sides))
+"""
+
+
+def sides_of(tree: str, port: int, runs: int) -> list[dict[str, float]]:
+    """The direct, endpoint and proxied sides as the checkout ``tree`` measures them."""
+    out = subprocess.run(
+        [sys.executable, "-c", SIDES_OF, tree, str(port), str(runs)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(out.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def compare(tree: str, port: int, rounds: int, runs: int) -> None:
+    """Paired rounds of this checkout and ``tree``: the ratios to each one's own direct."""
+    ratios: dict[str, list[tuple[float, float, float, float]]] = {"this": [], tree: []}
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    print(f"paired with {tree}: proxied/direct raw, urllib; endpoint/direct; set-up ms above")
+    for index in range(rounds):
+        order = ["this", tree] if index % 2 == 0 else [tree, "this"]
+        for name in order:
+            d, e, p = sides_of(here if name == "this" else name, port, runs)
+            ratios[name].append((
+                p["download"] / d["download"], p["urllib"] / d["urllib"],
+                e["download"] / d["download"], (p["setup"] - d["setup"]) * 1000,
+            ))  # fmt: skip
+        print(f"{index + 1:>5} | " + " | ".join(
+            f"{name}: " + " ".join(f"{v:.2f}" for v in ratios[name][-1]) for name in ratios
+        ))  # fmt: skip
+    for name, rows in ratios.items():
+        raw, url, ep, setup = (statistics.median(r[i] for r in rows) for i in range(4))
+        print(
+            f"  {name}: raw {raw:.2f}x, urllib {url:.2f}x, endpoint {ep:.2f}x, "
+            f"set-up +{setup:.2f} ms (medians of {rounds} rounds)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=20, help="measurements per round and side")
+    parser.add_argument("--against", metavar="DIR", help="another checkout: paired rounds")
+    parser.add_argument(
+        "--downloads-only", action="store_true", help="skip the start, CPU and no-network rows"
+    )
     args = parser.parse_args()
     server, port = start_server()
+    print(f"load average at start: {_load()}")
     try:
+        if args.against:
+            compare(args.against, port, args.rounds, args.runs)
+            print(f"load average at the end: {_load()}")
+            return
         rounds = []
         print(
             "ms, median of each round's runs; proxied: from a sandbox, through its forwarder "
@@ -369,6 +428,8 @@ def main() -> None:
         print(f"  1 MiB download, urllib:     {_ratio(*url)}  (target <= 1.5x)")
         print(f"  connection set-up:          {_plus(setup[0], setup[2])}  (target <= +2 ms); "
               f"host to the endpoint: {_plus(setup[0], setup[1])}")  # fmt: skip
+        if args.downloads_only:
+            return
         bare, wrapped, inside = forwarder_costs(port, args.runs)
         print("forwarder start cost (median):")
         print(
@@ -390,6 +451,12 @@ def main() -> None:
     finally:
         server.kill()
         server.wait()
+        if not args.against:
+            print(f"load average at the end: {_load()}")
+
+
+def _load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def _ms(values: tuple[float, ...], digits: int = 2) -> str:

@@ -2,8 +2,9 @@
 
 The sandbox has no network interface but loopback; the host's proxy listens on a Unix
 socket bound in at ``$SANDVISOR_NET_SOCKET``. `start` binds ``127.0.0.1`` on a free port,
-forks a relay that copies each connection to that socket and back (one process, one
-``epoll`` loop, no threads: nothing counts against the pids limit per connection), and
+forks a relay that hands each connection's socket to the proxy over that socket (one
+process, no threads: nothing counts against the pids limit per connection; the proxy
+moves the bytes, so none are copied here), and
 sets ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` (SOCKS5 with names resolved by the
 proxy) and ``NO_PROXY`` for loopback, in both cases, so urllib, requests, httpx and curl
 use it unchanged. The relay understands no protocol: the host's proxy decides.
@@ -17,15 +18,13 @@ program, which keeps the sandbox's process and exit status. Standard library onl
 from __future__ import annotations
 
 import os
-import selectors
 import socket
 import sys
+import time
 
 ENV_SOCKET = "SANDVISOR_NET_SOCKET"
-READ_BYTES = 1024 * 1024
-#: The Unix socket's send buffer (the kernel doubles it, within ``net.core.wmem_max``):
-#: its default, about 208 KiB, is refilled in many rounds, each a wake-up of the proxy.
-SEND_BUFFER = 1024 * 1024
+#: Sent with a client's socket (`sandbox.netproxy.server.PASSED`).
+PASSED = b"\x00"
 LOOPBACK = "127.0.0.1"
 #: The program could not be executed (the shell's convention, as ``env`` uses it).
 EXIT_NOT_FOUND = 127
@@ -83,143 +82,26 @@ def _detach(keep: int) -> None:
     os.closerange(keep + 1, 65536)
 
 
-class _Side:
-    """One socket of a relayed pair; ``pending``: bytes still to be written to it."""
-
-    __slots__ = ("eof", "mask", "peer", "pending", "shut", "sock")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.mask = selectors.EVENT_READ  # as registered
-        self.peer: _Side = self
-        self.pending = b""
-        self.eof = False  # nothing more to read from it
-        self.shut = False  # its write side was shut down
-
-
 def relay(listener: socket.socket, path: str) -> None:
-    """Copy every connection accepted on ``listener`` to a new connection to ``path``."""
-    selector = selectors.DefaultSelector()
-    listener.setblocking(False)
-    selector.register(listener, selectors.EVENT_READ, None)
-    buffer = bytearray(READ_BYTES)
-    view = memoryview(buffer)
+    """Hand every connection accepted on ``listener`` to the proxy at ``path``: one
+    message, ``PASSED`` with the client's socket (``SCM_RIGHTS``); the proxy then reads
+    and writes that socket itself. Nothing is copied here: a forwarder that relayed the
+    bytes was one more process to wake for every chunk of every download."""
     while True:
-        for key, events in selector.select():
-            side = key.data
-            if side is None:
-                _accept(selector, listener, path)
-                continue
-            try:
-                if events & selectors.EVENT_WRITE:
-                    _flush(side)
-                if events & selectors.EVENT_READ and not side.eof and not side.peer.pending:
-                    _pump(side, buffer, view)
-            except OSError:
-                _close(selector, side)
-                continue
-            _update(selector, side)
-
-
-def _accept(selector: selectors.BaseSelector, listener: socket.socket, path: str) -> None:
-    try:
-        client, _ = listener.accept()
-    except OSError:
-        return
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        upstream.connect(path)
-    except OSError:
-        client.close()
-        upstream.close()
-        return
-    client.setblocking(False)
-    upstream.setblocking(False)
-    try:
-        # Nagle would hold an answer's last small segment back until the client's
-        # (delayed) acknowledgement of the one before.
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        upstream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-    except OSError:  # smaller buffers only cost wake-ups
-        pass
-    a, b = _Side(client), _Side(upstream)
-    a.peer, b.peer = b, a
-    selector.register(client, selectors.EVENT_READ, a)
-    selector.register(upstream, selectors.EVENT_READ, b)
-
-
-def _pump(side: _Side, buffer: bytearray, view: memoryview) -> None:
-    """Read from ``side`` and write to its peer (what does not fit waits)."""
-    try:
-        size = side.sock.recv_into(buffer)
-    except BlockingIOError:
-        return
-    peer = side.peer
-    if size == 0:
-        side.eof = True
-        if not peer.pending:
-            _shut(peer)
-        return
-    try:
-        sent = peer.sock.send(view[:size])
-    except BlockingIOError:
-        sent = 0
-    if sent < size:
-        peer.pending = bytes(view[sent:size])
-
-
-def _flush(side: _Side) -> None:
-    try:
-        sent = side.sock.send(side.pending)
-    except BlockingIOError:
-        return
-    side.pending = side.pending[sent:]
-    if not side.pending and side.peer.eof:
-        _shut(side)
-
-
-def _shut(side: _Side) -> None:
-    if not side.shut:
-        side.shut = True
-        try:  # noqa: SIM105 (contextlib is one more import at start-up)
-            side.sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-
-def _interest(side: _Side) -> int:
-    events = 0
-    if not side.eof and not side.peer.pending:
-        events |= selectors.EVENT_READ
-    if side.pending:
-        events |= selectors.EVENT_WRITE
-    return events
-
-
-def _update(selector: selectors.BaseSelector, side: _Side) -> None:
-    peer = side.peer
-    if side.eof and peer.eof and not side.pending and not peer.pending:
-        _close(selector, side)
-        return
-    for one in (side, peer):
-        events = _interest(one)
-        if events == one.mask:
+        try:
+            client, _ = listener.accept()
+        except OSError:  # out of fds for a moment: the client waits in the backlog
+            time.sleep(0.05)
             continue
-        if events and one.mask:
-            selector.modify(one.sock, events, one)
-        elif events:
-            selector.register(one.sock, events, one)
-        else:
-            selector.unregister(one.sock)
-        one.mask = events
-
-
-def _close(selector: selectors.BaseSelector, side: _Side) -> None:
-    for one in (side, side.peer):
-        if one.mask and one.sock.fileno() >= 0:
-            selector.unregister(one.sock)
-        one.mask = 0
-        one.sock.close()
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            upstream.connect(path)
+            socket.send_fds(upstream, [PASSED], [client.fileno()])
+        except OSError:
+            pass  # the client sees its connection end
+        finally:
+            client.close()
+            upstream.close()
 
 
 def main(argv: list[str]) -> int:

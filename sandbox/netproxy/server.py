@@ -238,7 +238,7 @@ class ProxyServer:
         upstream: socket.socket | None = None
         try:
             handshake = Handshake()
-            step = await self._read_target(handshake, client, record)
+            step, client = await self._read_target(handshake, client, record)
             if isinstance(step, Failed):
                 await _send_quietly(client, step.reply)
                 return self._emit(endpoint, record, step.reason, step.detail)
@@ -284,16 +284,21 @@ class ProxyServer:
 
     async def _read_target(
         self, handshake: Handshake, client: socket.socket, record: _Record
-    ) -> Target | Failed:
+    ) -> tuple[Target | Failed, socket.socket]:
+        """The target, and the socket to serve: the connection itself, or the client's
+        own socket if the sandbox's forwarder passed it (see `_first_message`)."""
         with anyio.move_on_after(self.handshake_timeout):
-            step: NeedData | Target | Failed = NeedData()
+            data, client, refused = await _first_message(client)
+            if refused is not None:
+                return refused, client
+            step = handshake.receive(data)
             while isinstance(step, NeedData):
                 if step.reply:
                     await _send_all(client, step.reply)
                 data = await _recv(client)
                 step = handshake.receive(data)
-            return step
-        return handshake.time_out()
+            return step, client
+        return handshake.time_out(), client
 
     def _admit(
         self, endpoint: Endpoint, tags: Sequence[CallTag]
@@ -405,6 +410,58 @@ class _Record:
         self.tags: tuple[CallTag, ...] = ()
 
 
+#: Every read and write of a client's socket: a socket passed by the sandbox shares its
+#: file status with the sandbox's copy, which could make it blocking again (and stall
+#: the supervisor's loop) whatever ``setblocking(False)`` said.
+_NOWAIT = socket.MSG_DONTWAIT
+#: What the forwarder sends with the client's socket (no HTTP or SOCKS5 request starts so).
+PASSED = b"\x00"
+
+
+async def _first_message(
+    conn: socket.socket,
+) -> tuple[bytes, socket.socket, Failed | None]:
+    """The connection's first bytes; or, from the sandbox's forwarder, ``PASSED`` with
+    the socket its client connected on (``SCM_RIGHTS``): the proxy then serves that
+    socket itself, and the forwarder copies nothing (one process less on every chunk's
+    way). Only a TCP stream socket is taken; anything else is refused."""
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(conn, 65536, 1, _NOWAIT)
+        except BlockingIOError:
+            await anyio.wait_readable(conn)
+            continue
+        except ConnectionResetError:
+            return b"", conn, None
+        break
+    if not fds:
+        return data, conn, None
+    passed = _tcp_socket(fds[0])
+    if passed is None or data != PASSED:
+        if passed is not None:
+            passed.close()
+        return b"", conn, Failed("bad_request", "the sandbox passed something else than "
+                                 "its client's TCP socket", b"")  # fmt: skip
+    conn.close()
+    passed.setblocking(False)
+    with contextlib.suppress(OSError):  # Nagle would hold an answer's last segment
+        passed.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return await _recv(passed), passed, None
+
+
+def _tcp_socket(fd: int) -> socket.socket | None:
+    """``fd`` as a socket if it is a TCP stream socket; otherwise closed, and None."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:  # not a socket at all
+        os.close(fd)
+        return None
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+        return sock
+    sock.close()
+    return None
+
+
 def _grow_send_buffer(sock: socket.socket) -> None:
     """A Unix socket's send buffer (about 208 KiB by default) holds a fifth of a 1 MiB
     answer: each refill waits for the forwarder to read. The kernel doubles the size
@@ -423,7 +480,7 @@ def _charge(meters: Sequence[CallMeter], size: int) -> bool:
 async def _recv(sock: socket.socket, size: int = 65536) -> bytes:
     while True:
         try:
-            return sock.recv(size)
+            return sock.recv(size, _NOWAIT)
         except BlockingIOError:
             await anyio.wait_readable(sock)
         except ConnectionResetError:
@@ -434,7 +491,7 @@ async def _send_all(sock: socket.socket, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         try:
-            sent = sock.send(view)
+            sent = sock.send(view, _NOWAIT)
         except BlockingIOError:
             await anyio.wait_writable(sock)
             continue
@@ -462,7 +519,7 @@ async def _relay(
             try:
                 while True:
                     try:
-                        size = src.recv_into(buffer)
+                        size = src.recv_into(buffer, 0, _NOWAIT)
                     except BlockingIOError:
                         await anyio.wait_readable(src)
                         continue

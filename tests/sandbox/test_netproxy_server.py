@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import stat
 from collections.abc import AsyncIterator, Callable
 
@@ -14,7 +15,7 @@ from net_helpers import closed_port, http_server, http_via, read_all, socks5_via
 
 from sandbox.netproxy import NetworkAllowlist
 from sandbox.netproxy.events import NetEvent
-from sandbox.netproxy.server import CallTag, Endpoint, ProxyServer
+from sandbox.netproxy.server import PASSED, CallTag, Endpoint, ProxyServer
 
 NEEDS_SANDBOX = False
 
@@ -186,6 +187,47 @@ async def test_relayed_bytes_are_counted_exactly_and_capped_across_connections(
 
 def _head(answer: bytes) -> bytes:
     return answer.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
+
+
+async def test_a_passed_client_socket_is_served_and_anything_else_refused(proxy: Proxy) -> None:
+    """The forwarder's way: its client's TCP socket passed with ``PASSED`` (SCM_RIGHTS),
+    the proxy speaks on it directly; a pipe, a Unix socket or a marker without a socket
+    is refused (bad_request), and nothing passed is kept open."""
+    with http_server() as port:
+        ep = await proxy.open(f"127.0.0.1:{port}")
+
+        def through_a_passed_socket() -> bytes:
+            with socket.create_server(("127.0.0.1", 0)) as listener:
+                client = socket.create_connection(listener.getsockname())
+                accepted, _ = listener.accept()
+            with client, accepted, unix(ep.socket_path) as conn:
+                socket.send_fds(conn, [PASSED], [accepted.fileno()])
+                client.sendall(f"GET http://127.0.0.1:{port}/3000 HTTP/1.1\r\n\r\n".encode())
+                return read_all(client)
+
+        def passing(fd: int, marker: bytes = PASSED) -> bytes:
+            with unix(ep.socket_path) as conn:
+                socket.send_fds(conn, [marker], [fd])
+                return read_all(conn)
+
+        answer = await in_thread(through_a_passed_socket)
+        assert isinstance(answer, bytes) and answer.startswith(b"HTTP/1.1 200 OK")
+        assert answer.endswith(b"x" * 3000)
+        before = len(os.listdir("/proc/self/fd"))
+        read, write = os.pipe()
+        one, other = socket.socketpair()
+        with one, other:
+            assert await in_thread(passing, read) == b""
+            assert await in_thread(passing, one.fileno()) == b""
+            with socket.create_server(("127.0.0.1", 0)) as tcp:
+                assert await in_thread(passing, tcp.fileno(), b"GET") == b""
+        os.close(read)
+        os.close(write)
+        events = await proxy.settled(4)
+        assert len(os.listdir("/proc/self/fd")) <= before
+    assert (events[0].allowed, events[0].bytes_down) == (True, len(answer))
+    assert [(e.allowed, e.reason) for e in events[1:]] == [(False, "bad_request")] * 3
+    assert all("passed something else" in (e.detail or "") for e in events[1:])
 
 
 async def test_no_call_in_flight_no_connection_and_shared_calls_are_all_named(proxy: Proxy) -> None:
