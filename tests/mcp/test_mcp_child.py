@@ -1,0 +1,101 @@
+"""The bridge's own spawn of its server (`mcp_child.spawn_server`: fork and exec by hand,
+so that nothing but ``os`` and ``ctypes`` loads before it): what the server gets, and
+what becomes of it, with real processes."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+
+import pytest
+
+from worker_runtime.bridges.mcp_child import kill_server, spawn_server
+
+REPORT = (
+    'echo "sid $(cut -d" " -f6 /proc/self/stat) pid $$"; '
+    'echo "oom $(cat /proc/self/oom_score_adj)"; '
+    'grep -E "^(SigBlk|SigIgn)" /proc/$$/status; '
+    "ls /proc/self/fd"
+)
+
+
+def read_all(fd: int, timeout: float = 10.0) -> bytes:
+    out, until = b"", time.monotonic() + timeout
+    while time.monotonic() < until:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            time.sleep(0.01)
+            continue
+        if not chunk:
+            return out
+        out += chunk
+    raise AssertionError(f"no EOF within {timeout} s: {out!r}")
+
+
+def test_the_server_gets_its_three_pipes_its_own_session_and_default_signals() -> None:
+    leaked = os.open("/dev/null", os.O_RDONLY)
+    os.set_inheritable(leaked, True)  # as bwrap's fds 3 and 4 are: still not the server's
+    ignored = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        server = spawn_server(["/bin/sh", "-c", REPORT])
+    finally:
+        signal.signal(signal.SIGTERM, ignored)
+        os.close(leaked)
+    try:
+        lines = read_all(server.stdout).decode().splitlines()
+        assert server.wait(10) == 0
+    finally:
+        kill_server(server)
+        for fd in (server.stdin, server.stdout, server.stderr):
+            os.close(fd)
+    sid, pid = lines[0].split()[1::2]
+    assert sid == pid == str(server.pid)  # a session (and process group) of its own
+    assert lines[1] == "oom 1000"  # killed first under memory pressure
+    assert lines[2] == "SigBlk:\t0000000000000000"
+    assert lines[3] == "SigIgn:\t0000000000000000"  # the bridge's ignores are not inherited
+    fds = sorted(int(x) for x in lines[4:])
+    assert fds[:3] == [0, 1, 2] and len(fds) <= 4, fds  # (the fourth: ls's own listing)
+
+
+def test_a_program_that_cannot_run_is_an_oserror_with_its_errno() -> None:
+    with pytest.raises(OSError) as caught:
+        spawn_server(["/nonexistent/mcp-server"])
+    assert caught.value.errno == errno.ENOENT
+    assert "exec /nonexistent/mcp-server" in str(caught.value)
+
+
+def test_kill_server_ends_the_whole_process_group_and_reaps_it() -> None:
+    server = spawn_server(["/bin/sh", "-c", "sleep 60 & echo $!; wait"])
+    try:
+        grandchild = int(read_line(server.stdout))
+        assert server.wait(0.05) is None  # running
+    finally:
+        kill_server(server)
+        for fd in (server.stdin, server.stdout, server.stderr):
+            os.close(fd)
+    assert server.returncode == -signal.SIGKILL
+    until = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < until:
+        time.sleep(0.01)
+    assert not _alive(grandchild)
+
+
+def read_line(fd: int, timeout: float = 10.0) -> str:
+    out, until = b"", time.monotonic() + timeout
+    while b"\n" not in out and time.monotonic() < until:
+        try:
+            out += os.read(fd, 4096)
+        except BlockingIOError:
+            time.sleep(0.01)
+    return out.decode().strip()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
