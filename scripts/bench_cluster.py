@@ -28,8 +28,11 @@ priority: on a loaded machine the actor loses part of its share of the CPU. Like
 like, the local Ray here runs its workers at this process's niceness unless
 ``--ray-niceness`` keeps Ray's default (or ``RAY_worker_niceness`` is set already).
 
+``--hops N`` instead shows where one call's time goes (to the actor, in it, back), for
+Ray's no-op and for `invoke`, N blocks of 50 calls.
+
 Usage: scripts/bench_cluster.py [--quick] [--rounds N] [--ledger durable|memory]
-    [--check] [--ray-niceness]
+    [--check] [--ray-niceness] [--hops N]
 (``--check`` exits 1 when a target is missed.)
 """
 
@@ -50,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from supervisor.cluster import Call, RaySupervisor
+from supervisor.cluster import node as node_module
 from supervisor.hosting import AsyncioSupervisor
 
 ADAPTERS = ["worker_runtime.examples:registry"]
@@ -91,6 +95,89 @@ async def timed(call: Any, count: int) -> list[float]:
         await call()
         times.append(time.perf_counter() - began)
     return times
+
+
+class StampedEcho:
+    """Ray's no-op, stamping when each call reaches it (`hops`)."""
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+
+    async def echo(self, value: Any) -> Any:
+        self.stamps.append(time.perf_counter())
+        return value
+
+    async def take(self) -> list[float]:
+        stamps, self.stamps = self.stamps, []
+        return stamps
+
+
+class StampedNode(node_module.NodeSupervisor):
+    """The node actor, stamping when each call reaches ``run`` and leaves it (`hops`)."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.stamps: list[tuple[float, float]] = []
+
+    async def run(self, row: Any) -> Any:
+        began = time.perf_counter()
+        packed = await super().run(row)
+        self.stamps.append((began, time.perf_counter()))
+        return packed
+
+    async def take(self) -> list[tuple[float, float]]:
+        stamps, self.stamps = self.stamps, []
+        return stamps
+
+
+async def hops(blocks: int) -> None:
+    """Where one call's time goes, hop by hop: to the actor (the driver's work, Ray's
+    transport, the actor's loop picking it up), in the actor, back to the caller; for
+    Ray's no-op and for `invoke` (in-memory ledger), blocks of 50 side by side with the
+    direct call. ``perf_counter`` is CLOCK_MONOTONIC: one clock for every process here."""
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    node_module.NodeSupervisor = StampedNode  # type: ignore[misc]  # what RaySupervisor starts
+    options: dict[str, Any] = {"adapters": ADAPTERS, "pool_size": 2, "ping_interval": None}
+    echo = ray.remote(StampedEcho).options(num_cpus=0).remote()
+    legs: dict[str, list[tuple[float, float, float]]] = {"no-op": [], "invoke": [], "direct": []}
+    async with (
+        AsyncioSupervisor(**options) as direct,
+        RaySupervisor(**options, durable=False, name="hops") as sup,
+    ):
+        actor = ray.get_actor(f"hops:{sup.nodes[0].node_id}", namespace=sup.namespace)
+        for block in range(blocks + 1):  # the first warms every side up
+            sent, arrived = [], []
+            for _ in range(50):
+                began = time.perf_counter()
+                await echo.echo.remote(VALUE)
+                sent.append((began, time.perf_counter()))
+            arrived = await echo.take.remote()
+            noop = [(a - b, 0.0, e - a) for (b, e), a in zip(sent, arrived, strict=True)]
+            sent = []
+            for _ in range(50):
+                began = time.perf_counter()
+                await sup.invoke(TOOL, VALUE)
+                sent.append((began, time.perf_counter()))
+            spans = await actor.take.remote()
+            through = [(a - b, z - a, e - z) for (b, e), (a, z) in zip(sent, spans, strict=True)]
+            alone = []
+            for _ in range(50):
+                began = time.perf_counter()
+                await direct.invoke(TOOL, VALUE)
+                alone.append((0.0, time.perf_counter() - began, 0.0))
+            if block:
+                legs["no-op"] += noop
+                legs["invoke"] += through
+                legs["direct"] += alone
+    ray.shutdown()
+    print(f"one call hop by hop ({blocks} blocks of 50 of each, in-memory ledger; medians), ms:")
+    print(f"  {'':8} {'to actor':>9} {'in actor':>9} {'back':>7} {'total':>7}")
+    for name, rows in legs.items():
+        to, inside, back = (statistics.median(r[i] for r in rows) * 1000 for i in range(3))
+        total = statistics.median(sum(r) for r in rows) * 1000
+        print(f"  {name:8} {to:9.3f} {inside:9.3f} {back:7.3f} {total:7.3f}")
 
 
 async def main(quick: bool, ledgers: tuple[str, ...], rounds: int | None) -> int:
@@ -187,10 +274,17 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, help="rounds of batches (default 7, quick 3)")
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     parser.add_argument(
+        "--hops", type=int, metavar="BLOCKS",
+        help="only: one call's time hop by hop (driver, Ray, actor), in blocks of 50",
+    )  # fmt: skip
+    parser.add_argument(
         "--ray-niceness", action="store_true", help="keep Ray's nice 15 for its workers"
     )
     args = parser.parse_args()
     if not args.ray_niceness:
         os.environ.setdefault(NICENESS, str(os.nice(0)))  # read by ray.init
+    if args.hops:
+        asyncio.run(hops(args.hops))
+        sys.exit(0)
     status = asyncio.run(main(args.quick, tuple(args.ledger or ("durable", "memory")), args.rounds))
     sys.exit(status if args.check else 0)
