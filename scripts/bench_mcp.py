@@ -14,7 +14,9 @@ measured in one run, interleaved (the machines are noisy):
    pairs, one right after the other, and the median of the pairs' ratios is reported with
    their range (the load of a shared machine drifts within seconds).
 
-``--start``: only the cold starts; ``--hops``: where a sandboxed cold start's time goes,
+``--start``: only the cold starts; ``--supervisor``: also ``Supervisor(mcp_server=...)``
+from nothing to its first result, in pairs with the SDK client (no target: it runs the
+server twice, once to describe its tools); ``--hops``: where a sandboxed cold start's time goes,
 each step the bridge reports (``SANDVISOR_MCP_HOPS=1`` in its environment: the
 interpreter up, the server spawned, the bridge loaded, ``initialize`` answered, the tools
 listed, the bootstrap read, ``ready`` sent) against the SDK client's steps.
@@ -163,6 +165,18 @@ async def sandboxed_start(launcher: SandboxLauncher, config: SessionConfig) -> d
     return took
 
 
+async def supervisor_start() -> dict[str, float]:
+    """``Supervisor(mcp_server=...)`` from nothing to its first ``echo`` result: the
+    server described in a sandbox of its own, then the first session's."""
+    start = time.perf_counter()
+    async with Supervisor(mcp_server=SERVER, ping_interval=None, start_timeout=30) as sup:
+        entered = time.perf_counter()
+        out = await sup.invoke("echo", ECHO)
+        called = time.perf_counter()
+        assert out.status == "completed", out
+    return {"ready": entered - start, "result": called - start}
+
+
 def ratios(boxed: list[float], base: list[float]) -> tuple[float, float, float]:
     """Median, lowest and highest of the ratios of neighbours in time (the load of a
     shared machine drifts within seconds: a pair is measured under one load)."""
@@ -187,7 +201,9 @@ def hops(boxed: list[dict[str, float]], base: list[dict[str, float]]) -> None:
         before = at
 
 
-async def main(quick: bool, only_start: bool, show_hops: bool, pairs: int | None) -> int:
+async def main(
+    quick: bool, only_start: bool, show_hops: bool, pairs: int | None, whole: bool
+) -> int:
     calls, starts = (200, 5) if quick else (1000, 15)
     starts = pairs or starts
     if subprocess.run([str(ROOT / "scripts/mcp-test-servers")]).returncode != 0:
@@ -217,6 +233,16 @@ async def main(quick: bool, only_start: bool, show_hops: bool, pairs: int | None
             boxed_s.append(await sandboxed_start(launcher, config))
     if show_hops:
         hops(boxed_s, base_s)
+    if whole:
+        base_w, boxed_w = [], []
+        for _ in range(starts):
+            base_w.append((await sdk_start())["result"])
+            boxed_w.append((await supervisor_start())["result"])
+        mid, low, high = ratios(boxed_w, base_w)
+        print(f"Supervisor(mcp_server=...) to the first result: {p50(boxed_w) * 1e3:.1f} ms, "
+              f"unsandboxed SDK client {p50(base_w) * 1e3:.1f} ms (medians); paired ratio "
+              f"{mid:.2f}x [{low:.2f}-{high:.2f}] over {starts} pairs (no target: the "
+              f"server runs twice, to describe its tools and for the session)")  # fmt: skip
     worst = 0.0
     targets = (("to ready (initialize, tools/list)", "ready"), ("to the first result", "result"))
     for what, key in targets:
@@ -237,5 +263,8 @@ if __name__ == "__main__":
     parser.add_argument("--start", action="store_true", help="only the cold starts")
     parser.add_argument("--starts", type=int, help="pairs of cold starts (default 15; 5 --quick)")
     parser.add_argument("--hops", action="store_true", help="where a cold start's time goes")
+    parser.add_argument(
+        "--supervisor", action="store_true", help="also a whole Supervisor's start, in pairs"
+    )
     args = parser.parse_args()
-    sys.exit(trio.run(main, args.quick, args.start, args.hops, args.starts))
+    sys.exit(trio.run(main, args.quick, args.start, args.hops, args.starts, args.supervisor))
