@@ -27,6 +27,28 @@ def duration_debug(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+_UNHIDDEN: dict[tuple[int, frozenset[str]], tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
+
+
+def _unhidden(
+    builtins: Mapping[str, Any], overrides: frozenset[str], commands: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    """The builtins a command of the table does not override (a tool, ``help``,
+    ``discover``, a custom builtin), remembered per builtins table and overridden set."""
+    hidden = frozenset(name for name in overrides if name in builtins and name in commands)
+    if not hidden:
+        return builtins
+    key = (id(builtins), hidden)
+    found = _UNHIDDEN.get(key)
+    if found is not None and found[0] is builtins:
+        return found[1]
+    view = {name: b for name, b in builtins.items() if name not in hidden}
+    if len(_UNHIDDEN) >= 64:
+        _UNHIDDEN.clear()
+    _UNHIDDEN[key] = (builtins, view)
+    return view
+
+
 class ExecContext:
     """What every (sub)shell and background job of one execution shares."""
 
@@ -40,10 +62,10 @@ class ExecContext:
         "limits",
         "max_commands",
         "request_deadline",
-        "resolve",
         "stop_at",
         "timeout_seconds",
         "total_loops",
+        "unhidden",
     )
 
     def __init__(
@@ -70,14 +92,21 @@ class ExecContext:
         self.max_commands = limits.max_commands
         self.total_loops = 0
         self.jobs: JobTable | None = None
-        resolve: dict[str, tuple[int, Any]] = {}
-        for name, fn in commands.items():
-            resolve[name] = (TABLE, fn)
-        for name, builtin in builtins.items():
-            if name in overrides and name in commands:
-                continue
-            resolve[name] = (BUILTIN, builtin)
-        self.resolve = resolve
+        #: the builtins no command of the table overrides (looked up first), remembered
+        #: across executions: nothing is merged per execution
+        self.unhidden = _unhidden(builtins, overrides, commands)
+
+    def resolve(self, name: str) -> tuple[int, Any] | None:
+        """(``BUILTIN`` or ``TABLE``, the implementation) of a command, or None."""
+        builtin = self.unhidden.get(name)
+        if builtin is not None:
+            return BUILTIN, builtin
+        command = self.commands.get(name)
+        return None if command is None else (TABLE, command)
+
+    def names(self) -> set[str]:
+        """Every command's name (for a hint after ``command not found``)."""
+        return {*self.unhidden, *self.commands}
 
     def late_command(self) -> None:
         """An awaited command ended after the execution deadline (a tool callback timed

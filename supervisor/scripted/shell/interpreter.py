@@ -18,7 +18,7 @@ import copy
 import inspect
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio.lowlevel
@@ -393,14 +393,11 @@ class Interpreter(ControlMixin, Expander):
         name = argv[0]
         if assigns or name in self.functions:
             return self._invoke_slow(argv, assigns)
-        entry = self.ctx.resolve.get(name)
-        if entry is None:
-            self.error(f"{name}: command not found{did_you_mean(name, self.ctx.resolve)}")
-            return 127
-        kind, impl = entry
-        if kind == BUILTIN:
+        ctx = self.ctx
+        builtin = ctx.unhidden.get(name)  # ctx.resolve, inlined: this runs for every command
+        if builtin is not None:
             try:
-                r = impl(self, argv[1:])
+                r = builtin(self, argv[1:])
             except FatalShellError:
                 raise
             except ShellError as exc:
@@ -409,6 +406,10 @@ class Interpreter(ControlMixin, Expander):
             if type(r) is int:
                 return r
             return self._await_builtin(r)
+        impl = ctx.commands.get(name)
+        if impl is None:
+            self.error(f"{name}: command not found{did_you_mean(name, ctx.names())}")
+            return 127
         stdin = None
         if self.stdin is not None:
             reads = getattr(impl, READS_STDIN, None)  # jq -n, seq: the input stays
@@ -463,12 +464,12 @@ class Interpreter(ControlMixin, Expander):
             if assigns:
                 return await self.with_temp_assigns(assigns, lambda: self.call_function(fn, argv))
             return await self.call_function(fn, argv)
-        entry = self.ctx.resolve.get(name)
+        entry = self.ctx.resolve(name)
         if entry is None:
             for a in assigns:  # expansions still happen (side effects, errors)
                 if a.value is not None:
                     await self.expand_string(a.value)
-            self.error(f"{name}: command not found{did_you_mean(name, self.ctx.resolve)}")
+            self.error(f"{name}: command not found{did_you_mean(name, self.ctx.names())}")
             return 127
         kind, impl = entry
         if kind == BUILTIN:
@@ -884,7 +885,7 @@ _NO_HINT = frozenset({"source", ".", "exec", "bash", "sh"})
 _NOT_SUGGESTED = frozenset({"declare", "typeset", "let", "getopts", "builtin", "command", "time"})
 
 
-def did_you_mean(name: str, known: Mapping[str, object]) -> str:
+def did_you_mean(name: str, known: Iterable[str]) -> str:
     """The peer's hint after ``command not found``: up to three commands within one
     edit (names of up to three characters) or two, closest first."""
     if "/" in name or not name or name in _NO_HINT:

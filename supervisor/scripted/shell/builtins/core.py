@@ -253,7 +253,7 @@ def _describe(sh: Interpreter, name: str) -> str | None:
         return "function"
     if name in KEYWORDS:
         return "keyword"
-    if name in sh.ctx.resolve:
+    if sh.ctx.resolve(name) is not None:
         return "builtin"
     return None
 

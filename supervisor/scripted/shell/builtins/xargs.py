@@ -251,7 +251,7 @@ async def _run(sh: Interpreter, argvs: list[list[str]], trace: bool) -> int:
     try:
         for argv in argvs:
             name = argv[0]
-            entry = sh.ctx.resolve.get(name)
+            entry = sh.ctx.resolve(name)
             if entry is None or (entry[0] == BUILTIN and name not in PROGRAMS):
                 sh.err.write(f"xargs: {name}: No such file or directory\n")
                 return 127
