@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from sandbox.cgroups import detect_layout, host_start_time
 
 ROOT = Path(__file__).resolve().parents[2]
+#: ``pytestmark`` of a module that starts a Ray: one xdist worker runs them all (conftest)
+RAY_GROUP = pytest.mark.xdist_group("ray")
 EXAMPLES = "worker_runtime.examples:registry"
 
 

@@ -2,9 +2,12 @@
 no dashboard, usage stats off) and real sandboxed workers on its node.
 
 Where Ray is not installed they skip, saying so (CI installs the ``ray`` extra, so there
-they run). They all run on one xdist worker (the group ``ray``): one local Ray at a time
-on the machine. Modules that need neither Ray nor a sandbox say ``NEEDS_RAY = False`` and
-``NEEDS_SANDBOX = False``.
+they run). A module that starts a Ray says ``pytestmark = RAY_GROUP``: its tests all run on
+one xdist worker (``--dist loadgroup``), one local Ray at a time on the machine. The mark
+must be the module's own: xdist reads the groups before a conftest's
+``pytest_collection_modifyitems`` could add them (pytest-xdist#1241), and pytest 9.2
+loses them (pytest-xdist#1386: pyproject keeps pytest below it). Modules that need
+neither Ray nor a sandbox say ``NEEDS_RAY = False`` and ``NEEDS_SANDBOX = False``.
 """
 
 from __future__ import annotations
@@ -26,13 +29,8 @@ from sandbox_gate import mark_sandboxed, skip_without_sandbox  # noqa: E402
 RAY_MISSING = importlib.util.find_spec("ray") is None
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_sandboxed(items, HERE)
-    if not config.pluginmanager.hasplugin("xdist"):
-        return  # one process: nothing to group
-    for item in items:
-        if HERE in Path(str(item.fspath)).parents and _needs_ray(item):
-            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 def _needs_ray(item: pytest.Item) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from cluster_helpers import (
     EXAMPLES,
+    RAY_GROUP,
     alive,
     cgroups_of,
     children,
@@ -27,6 +28,8 @@ from cluster_helpers import (
 
 from sandbox.cgroups import collect_orphans, detect_layout
 from supervisor.cluster import NODE_LOST, Call, RaySupervisor
+
+pytestmark = RAY_GROUP
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import pytest
 from cluster_helpers import (
     EXAMPLES,
+    RAY_GROUP,
     ROOT,
     alive,
     cgroups_of,
@@ -37,6 +38,8 @@ from supervisor.cluster import NODE_LOST, Call, NodeUnfit, RaySupervisor
 from supervisor.cluster.wire import CallRequest, to_row, unpack_outcomes
 from supervisor.ledger import InvalidInput, UnknownTool
 from supervisor.workers.supervisor import EXPIRY_SLACK
+
+pytestmark = RAY_GROUP
 
 T = TypeVar("T")
 
