@@ -14,7 +14,9 @@ as in the reference). The targets of the issue are checked at the end:
 * 100 ``jq`` calls in a loop: at least 10x faster than /bin/bash with the jq binary;
 * parse and run of a one-line script: under 0.5 ms.
 
-Run: ``.venv/bin/python scripts/bench_scripted.py [--rounds N] [--quick]``.
+Run: ``.venv/bin/python scripts/bench_scripted.py [--rounds N] [--quick]``. Against an
+older checkout of sandvisor itself (issue 19: the fuel and the memory budget within 1.1x
+of the code before them), ``scripts/bench_scripted_ab.py``.
 """
 
 from __future__ import annotations
