@@ -27,17 +27,17 @@ def duration_debug(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-_UNHIDDEN: dict[tuple[int, frozenset[str]], tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
+_UNHIDDEN: dict[tuple[int, frozenset[str]], tuple[Mapping[str, Any], dict[str, Any]]] = {}
 
 
 def _unhidden(
     builtins: Mapping[str, Any], overrides: frozenset[str], commands: Mapping[str, Any]
-) -> Mapping[str, Any]:
+) -> dict[str, Any]:
     """The builtins a command of the table does not override (a tool, ``help``,
-    ``discover``, a custom builtin), remembered per builtins table and overridden set."""
+    ``discover``, a custom builtin), remembered per builtins table and overridden set; a
+    plain dict (``BUILTINS`` is a read-only proxy, whose ``get`` calls the dict's ``get``
+    by name)."""
     hidden = frozenset(name for name in overrides if name in builtins and name in commands)
-    if not hidden:
-        return builtins
     key = (id(builtins), hidden)
     found = _UNHIDDEN.get(key)
     if found is not None and found[0] is builtins:
