@@ -408,7 +408,7 @@ class RaySupervisor:
         ray = _ray()
         try:
             packed = await ref
-        except ray.exceptions.RayActorError as exc:
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:
             return self._lost(node, request, exc)
         except ray.exceptions.RayTaskError as exc:
             raise _unwrap(exc) from None
@@ -448,8 +448,8 @@ class RaySupervisor:
                 try:
                     left = max(0.001, limit - time.monotonic())
                     await asyncio.wait_for(node.actor.ready.remote(), left)
-                except ray.exceptions.ActorDiedError:
-                    router.failed(node, for_good=True)
+                except (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnschedulableError):
+                    router.failed(node, for_good=True)  # its node is gone: never again
                 except (ray.exceptions.RayError, TimeoutError) as exc:
                     if time.monotonic() >= limit:
                         if deadlines and time.time() >= min(deadlines):
@@ -484,7 +484,7 @@ class RaySupervisor:
         ray = _ray()
         try:
             outcome = await self._stream(node, request, on_chunk)
-        except ray.exceptions.RayActorError as exc:
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:
             return self._lost(node, request, exc)
         except ray.exceptions.RayTaskError as exc:
             raise _unwrap(exc) from None
@@ -523,7 +523,7 @@ class RaySupervisor:
         ray = _ray()
         try:
             packed = await node.actor.run_many.remote([to_row(r) for r in batch])
-        except ray.exceptions.RayActorError as exc:
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:
             return [self._lost(node, request, exc) for request in batch]
         finally:
             self._router.ended(node, len(batch))
@@ -533,7 +533,8 @@ class RaySupervisor:
     def _lost(self, node: Node[Any], request: CallRequest, exc: BaseException) -> Outcome:
         ray = _ray()
         assert self._router is not None
-        for_good = isinstance(exc, ray.exceptions.ActorDiedError)
+        gone = (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnschedulableError)
+        for_good = isinstance(exc, gone)
         self._router.failed(node, for_good=for_good)
         log.warning("node %s lost under call %s: %s", node.label, request.call_id, exc)
         detail = "its actor died" if for_good else "its actor is unavailable"

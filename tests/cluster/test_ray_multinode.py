@@ -3,12 +3,14 @@ this machine, a real multi-node Ray): an actor on each node, calls spread over b
 node removed mid-call ends that call ``indeterminate``/``node_lost`` while the other node
 serves on; nothing of the removed node survives once its cgroups are swept. Each node
 keeps its durable ledger in a file of its own (one directory for both, as two raylets on
-one machine have: one file for both, the second node would find it locked)."""
+one machine have: one file for both, the second node would find it locked), and a
+restarted actor recovers its calls from its own file."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,10 +102,23 @@ def test_calls_spread_over_both_nodes_and_a_removed_node_is_node_lost(
                 again = await sup.invoke("text.upper", "after", deadline=30)
                 assert (again.status, again.value) == ("completed", "AFTER")
             assert not on_head.done
-            assert (await on_head.cancel()).status == "cancelled"
             # nothing of the lost node's actor survives; its cgroups go with a sweep
             assert wait_for(lambda: not alive(lost.pid) and not [p for p in started if alive(p)])
             collect_orphans(detect_layout(), again=True)
             assert not cgroups_of(prefix)
+
+            # the head's actor SIGKILLed under its call: the removed node's actor cannot be
+            # placed again (its node is gone: dropped for good), and the head's, restarted,
+            # opens its own ledger (not the removed node's, unlocked beside it) and
+            # recovers that call
+            head = next(n for n in sup.nodes if n.node_id != added.node_id)
+            os.kill(head.pid, signal.SIGKILL)
+            out = await asyncio.wait_for(on_head.outcome(), 60)
+            assert (out.status, out.kill_reason) == ("indeterminate", NODE_LOST)
+            again = await sup.invoke("text.upper", "restarted", deadline=60)
+            assert (again.status, again.value) == ("completed", "RESTARTED"), again.error
+            recovered = await sup.outcome(on_head.idempotency_key)
+            assert recovered is not None and recovered.status == "indeterminate"
+            assert await sup.outcome(on_lost.idempotency_key) is None  # the other file's
 
     asyncio.run(main())
