@@ -86,6 +86,22 @@ def _run(argv: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[s
     return done
 
 
+def _account(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """``useradd``/``userdel``, one at a time: shadow's tools give up at once ("cannot lock
+    /etc/passwd; try again later") while another holds the lock, and xdist's workers make
+    users in parallel. Ours wait for each other on a file lock; another program's hold on
+    /etc/passwd is waited out for up to 30 s."""
+    CACHE.mkdir(mode=0o755, exist_ok=True)
+    deadline = time.monotonic() + 30
+    with open(CACHE / ".accounts.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        while True:
+            done = subprocess.run(list(argv), capture_output=True, text=True)
+            if "cannot lock" not in done.stderr or time.monotonic() > deadline:
+                return done
+            time.sleep(0.1)
+
+
 # --- the venv ---------------------------------------------------------------------------
 
 
@@ -178,7 +194,9 @@ class RootlessUser:
         base.mkdir(mode=0o755)
         gecos = f"{MARK}; owner {os.getpid()} {_start_time(os.getpid())}"
         home = str(base / "home")
-        _run(["useradd", "-M", "-d", home, "-s", "/usr/sbin/nologin", "-c", gecos, name])
+        made = _account(["useradd", "-M", "-d", home, "-s", "/usr/sbin/nologin", "-c", gecos, name])
+        if made.returncode != 0:
+            raise RootlessSetupError(f"useradd {name}: {(made.stderr or made.stdout).strip()}")
         user = cls(name, venv)
         try:
             user.home.mkdir(mode=0o700)
@@ -356,7 +374,7 @@ class RootlessUser:
             _remove(path)
         if left_files := self.temp_files():
             problems.append(f"files {left_files}")
-        subprocess.run(["userdel", self.name], capture_output=True)
+        _account(["userdel", self.name])
         shutil.rmtree(self.base, ignore_errors=True)
         if subprocess.run(["getent", "passwd", self.name], capture_output=True).returncode == 0:
             problems.append("the user still exists")

@@ -13,7 +13,8 @@ from supervisor.ledger.audit import TERMINAL_KINDS
 
 
 async def test_every_call_has_one_lifecycle_in_the_ledger() -> None:
-    async with supervisor(pool_size=2) as sup:
+    # a generous grace: the deadline's cooperative stop must not become a kill under load
+    async with supervisor(pool_size=2, cancel_grace=2.0) as sup:
         outs = [
             await sup.invoke("echo", "a"),
             await sup.invoke("fail", "b"),
