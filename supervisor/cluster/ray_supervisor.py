@@ -54,6 +54,9 @@ T = TypeVar("T")
 
 #: Calls one node's actor runs at once (Ray's bound on concurrent methods of an actor).
 MAX_CONCURRENCY = 10_000
+#: Seconds a probe of a suspect node waits for its restarted actor before the next
+#: suspect node is probed (each is probed in turn until one answers).
+PROBE_WAIT = 1.0
 #: Seconds `aclose` gives each node to close its supervisor before its actor is killed.
 CLOSE_TIMEOUT = SHUTDOWN_TIMEOUT + 5
 
@@ -447,10 +450,11 @@ class RaySupervisor:
                     break
                 try:
                     left = max(0.001, limit - time.monotonic())
-                    await asyncio.wait_for(node.actor.ready.remote(), left)
+                    await asyncio.wait_for(node.actor.ready.remote(), min(left, PROBE_WAIT))
                 except (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnschedulableError):
                     router.failed(node, for_good=True)  # its node is gone: never again
                 except (ray.exceptions.RayError, TimeoutError) as exc:
+                    router.unanswered_probe(node)  # the next probe goes to another, if any
                     if time.monotonic() >= limit:
                         if deadlines and time.time() >= min(deadlines):
                             why = "the deadline passed before a node was ready"

@@ -4,8 +4,8 @@ Sans-IO: the `RaySupervisor` tells the router when a call starts and ends and wh
 failed or answered again; the router never waits. A node whose actor was lost under a call
 is *suspect*: passed over while another node can take the call, and otherwise used only
 once its restarted actor has answered a probe (Ray fails a call sent to an actor that is
-restarting, and such a call must not be sent at all). A node whose actor is dead for good
-(Ray will not restart it) is dropped.
+restarting, and such a call must not be sent at all); suspect nodes are probed in turn. A
+node whose actor is dead for good (Ray will not restart it) is dropped.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class Node(Generic[A]):
     suspect: bool = False  # lost under a call; to be probed before it takes another
     dead: bool = False
     calls: int = 0  # calls routed here in all (a tie-break, and for reading)
+    unanswered: int = 0  # probes of it that failed since it was last trusted
 
 
 class NoNode(Exception):
@@ -44,8 +45,12 @@ class Router(Generic[A]):
         live = [n for n in self.nodes if not n.dead]
         if not live:
             raise NoNode("every node's actor is dead; start the RaySupervisor again")
-        trusted = [n for n in live if not n.suspect] or live
-        return min(trusted, key=lambda n: (n.in_flight, n.calls))
+        trusted = [n for n in live if not n.suspect]
+        if trusted:
+            return min(trusted, key=lambda n: (n.in_flight, n.calls))
+        # every one suspect: the one probed in vain the fewest times, so that a node
+        # slow to come back does not keep the others from being probed
+        return min(live, key=lambda n: (n.unanswered, n.in_flight, n.calls))
 
     def ready(self) -> Node[A] | None:
         """The node `pick` gives when that node needs no probe; None when every live
@@ -73,5 +78,10 @@ class Router(Generic[A]):
         else:
             node.suspect = True
 
+    def unanswered_probe(self, node: Node[A]) -> None:
+        """A suspect node did not answer its probe (yet): probe the others first."""
+        node.unanswered += 1
+
     def answered(self, node: Node[A]) -> None:
         node.suspect = False
+        node.unanswered = 0

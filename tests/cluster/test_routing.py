@@ -61,3 +61,18 @@ def test_ready_is_picks_node_when_it_needs_no_probe() -> None:
     router.failed(first, for_good=True)
     router.failed(third, for_good=True)
     assert router.ready() is None  # none left: the slow way says so (NoNode)
+
+
+def test_suspect_nodes_are_probed_in_turn_until_one_answers() -> None:
+    router = Router(nodes(2))
+    first, second = router.nodes
+    router.started(second)  # second has more in flight: first comes first
+    router.failed(first, for_good=False)
+    router.failed(second, for_good=False)
+    assert router.pick() is first
+    router.unanswered_probe(first)  # still restarting: probe the other
+    assert router.pick() is second
+    router.unanswered_probe(second)
+    assert router.pick() is first  # each probed once in vain: in turn again
+    router.answered(second)
+    assert router.pick() is second and router.ready() is second and not second.unanswered
