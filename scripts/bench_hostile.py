@@ -37,6 +37,13 @@ WORKLOADS: dict[str, str] = {
     "printf of 100,000 words": "y=$(seq 100000); while :; do printf '%s\\n' $y >/dev/null; done",
     "=~ on a long line": LINE + "while :; do [[ $l =~ ^(a|aa)+$ ]]; done",
     "jq endless": "jq -n 'def f: f; f'",
+    "sed script of 10,000 commands": (
+        "p=$(printf 's/a/b/;%.0s' $(seq 10000)); seq 100000 | sed \"$p\" | tail -1"
+    ),
+    "awk program of 1.3 MB": (
+        "p=\"{$(printf 'x=1;%.0s' $(seq 20000))}\"; for i in 1 2 3 4; do p=$p$p; done;"
+        ' echo | awk "$p"'
+    ),
 }
 #: parsing alone (the prelude of each workload above runs before its deadline matters)
 PARSE = "echo hello world; x=$((1+2)); if [ $x -eq 3 ]; then echo ok; fi\n" * 30_000

@@ -14,6 +14,10 @@ from hostile_support import Case, check, ids, run_cases
 BIG = "x=a; for i in $(seq 23); do x=$x$x; done; "
 #: a line of 3000 a's and a c
 LINE = "l=$(printf 'a%.0s' $(seq 3000))c; "
+#: a sed script of 10,000 commands and an awk program of 20,000 statements (each record
+#: runs all of them; the fuel of a cycle or a record is by the program's length)
+SED_PROGRAM = "p=$(printf 's/a/b/;%.0s' $(seq 10000)); "
+AWK_PROGRAM = "p=\"{$(printf 'x=1;%.0s' $(seq 20000))}\"; "
 TIMEOUT = "execution timeout"
 MEMORY = "memory limit"
 #: any clean stop at a limit: a fast host reaches the memory or value-size limit of
@@ -89,6 +93,32 @@ LOOPS = [
         'echo | awk \'{ s = sprintf("%9999s", ""); while (sub(/ /, "", s)) n++; print n }\'',
         "9999",
         0,
+    ),
+    Case(
+        "sed script of 10,000 commands",
+        SED_PROGRAM + 'seq 100000 | sed "$p" | tail -1',
+        TIMEOUT,
+        1,
+    ),
+    Case(
+        "awk program of 20,000 statements",
+        AWK_PROGRAM + 'seq 100000 | awk "$p" | tail -1',
+        TIMEOUT,
+        1,
+    ),
+    Case(
+        "sed script of 2 MB",
+        SED_PROGRAM + 'for i in 1 2 3 4 5; do p=$p$p; done; echo | sed "$p"',
+        TIMEOUT,
+        1,
+        timeout=1.0,
+    ),
+    Case(
+        "awk program of 1.3 MB",
+        AWK_PROGRAM + 'for i in 1 2 3 4; do p=$p$p; done; echo | awk "$p"',
+        TIMEOUT,
+        1,
+        timeout=1.0,
     ),
     # 0.5 s: the deadline comes long before awk's own 3,000,000-iteration limit on any machine
     Case("awk endless loop", "echo | awk '{ while (1) n++ }'", TIMEOUT, 1, timeout=0.5),

@@ -138,6 +138,7 @@ def awk(args: list[str], stdin: str | None) -> CommandResult:
     except AwkSyntaxError as err:
         return CommandResult("", _syntax_message(program_text, err), 1)
     rt = Runtime(stdin or "")
+    rt.pace(len(program_text))
     for key, value in opts:
         if key == "F":
             rt.vars["FS"] = _field_separator(value)

@@ -267,6 +267,7 @@ class Compiler:
 
     # -- expressions
     def expr(self, node: Node) -> Expr:
+        spend()  # a program of megabytes compiles under the deadline
         method = getattr(self, "e_" + node[0])
         compiled: Expr = method(node)
         return compiled
@@ -550,6 +551,7 @@ class Compiler:
 
     # -- statements
     def stmt(self, node: Node) -> Stmt:
+        spend()
         method = getattr(self, "s_" + node[0])
         compiled: Stmt = method(node)
         return compiled

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ...budget import spend
+
 KEYWORDS = frozenset({
     "BEGIN", "END", "BEGINFILE", "ENDFILE", "function", "func", "if", "else", "while",
     "for", "do", "break", "continue", "next", "nextfile", "exit", "return", "delete", "in",
@@ -100,6 +102,7 @@ def tokenize(src: str) -> list[Token]:
 
     def add(kind: str, value: str | float, start: int) -> None:
         nonlocal prev
+        spend()  # a program of megabytes lexes under the deadline
         tokens.append(Token(kind, value, line, start - line_start))
         prev = kind
 

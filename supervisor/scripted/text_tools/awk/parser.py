@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...budget import spend
 from .lexer import AwkSyntaxError, Token, tokenize
 
 Node = tuple[Any, ...]
@@ -58,6 +59,7 @@ class _Parser:
         return self.tokens[min(self.pos + offset, len(self.tokens) - 1)].kind
 
     def advance(self) -> Token:
+        spend()  # a program of megabytes parses under the deadline
         tok = self.tokens[self.pos]
         if tok.kind != "EOF":
             self.pos += 1

@@ -76,6 +76,16 @@ class Runtime:
         self.rand_seed = 0.0
         self.rand_state: Any = None
         self.range_active: dict[int, bool] = {}
+        #: records between two spends of fuel (a mask) and the fuel spent then (`pace`)
+        self.record_mask = 31
+        self.record_fuel = 32
+
+    def pace(self, program_size: int) -> None:
+        """Fuel per record by the program's length (a record may run all of it; loops
+        and calls spend their own): every 32 records, or at each record of a large
+        program, so that the deadline is looked at within a few milliseconds."""
+        per = 1 + program_size // 16
+        self.record_mask, self.record_fuel = (31, 32 * per) if per < 32 else (0, per)
 
     # -- output
     def write(self, text: str) -> None:
@@ -208,8 +218,8 @@ class Runtime:
         if self.next_record >= len(self.records):
             return None
         index = self.next_record
-        if not index & 31:  # fuel for 32 records at once (loops and calls spend theirs)
-            spend(32)
+        if not index & self.record_mask:
+            spend(self.record_fuel)
         text = self.records[index]
         self.vars["RT"] = self.terminators[index]
         self.next_record = index + 1

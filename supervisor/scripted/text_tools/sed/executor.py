@@ -302,9 +302,13 @@ class _Machine:
         return False
 
     def run(self) -> int:
+        # fuel by the script's length (a cycle runs each command once; jumps spend their
+        # own): for 32 cycles at once, or at each cycle of a script of 32 commands or more
+        per = max(1, len(self.commands))
+        mask, fuel = (31, 32 * per) if per < 32 else (0, per)
         while self.read():
-            if not self.next_index & 31:  # fuel for 32 cycles at once (jumps spend theirs)
-                spend(32)
+            if not self.next_index & mask:
+                spend(fuel)
             while self.cycle():
                 self.jumped()
         return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...budget import spend
 from ...integers import clamped_count
 from ..common import FS_DISABLED
 from ..posix_regex import Regex as CompiledRegex
@@ -260,6 +261,7 @@ class _Parser:
                 while self.i < len(s) and s[self.i] != "\n":
                     self.i += 1
                 continue
+            spend()  # a script of megabytes parses under the deadline
             cmd = Command("")
             cmd.addr1 = self.address()
             if cmd.addr1 is not None:
