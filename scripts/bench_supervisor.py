@@ -159,6 +159,21 @@ async def run_load(invoke: Invoke, seconds: float, callers: int) -> tuple[float,
     return done / wall, cpu / done, done
 
 
+async def spread_calls(invoke: Invoke, calls: int) -> None:
+    """Exactly ``calls`` calls of ``invoke``, taken by `CALLERS` tasks as each is free."""
+    left = calls
+
+    async def caller() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await invoke("text.upper", "hi")
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(CALLERS):
+            nursery.start_soon(caller)
+
+
 def supervisor_invoke(sup: Supervisor) -> Invoke:
     async def invoke(tool: str, value: str) -> object:
         out = await sup.invoke(tool, value)
@@ -283,19 +298,9 @@ async def profile_calls(calls: int) -> None:
     async def count(invoke: Invoke) -> tuple[int, int]:
         for _ in range(200):
             await invoke("text.upper", "hi")
-        left = calls
-
-        async def caller() -> None:
-            nonlocal left
-            while left > 0:
-                left -= 1
-                await invoke("text.upper", "hi")
-
         profiler = cProfile.Profile()
         profiler.enable()
-        async with trio.open_nursery() as nursery:
-            for _ in range(CALLERS):
-                nursery.start_soon(caller)
+        await spread_calls(invoke, calls)
         profiler.disable()
         stats = pstats.Stats(profiler)
         return stats.total_calls, calls  # type: ignore[attr-defined]
@@ -340,18 +345,8 @@ async def bench_worker_cost(calls: int) -> None:
     async def measure(invoke: Invoke, pids: list[int]) -> tuple[float, float]:
         for _ in range(50):
             await invoke("text.upper", "hi")
-        left = calls
-
-        async def caller() -> None:
-            nonlocal left
-            while left > 0:
-                left -= 1
-                await invoke("text.upper", "hi")
-
         cpu, switches = process_cost(pids)
-        async with trio.open_nursery() as nursery:
-            for _ in range(CALLERS):
-                nursery.start_soon(caller)
+        await spread_calls(invoke, calls)
         cpu_after, switches_after = process_cost(pids)
         return (cpu_after - cpu) / calls, (switches_after - switches) / calls
 
