@@ -16,9 +16,11 @@ from worker_runtime.bridges.mcp_child import kill_server, spawn_server
 REPORT = (
     'echo "sid $(cut -d" " -f6 /proc/self/stat) pid $$"; '
     'echo "oom $(cat /proc/self/oom_score_adj)"; '
-    'grep -E "^(SigBlk|SigIgn)" /proc/$$/status; '
     "ls /proc/self/fd"
 )
+#: The server's own signal state, read by the server itself (a shell would not do: dash
+#: clears its mask when it starts, and blocks every signal around each of its forks)
+SIGNALS = ["grep", "-E", "^(SigBlk|SigIgn)", "/proc/self/status"]
 
 
 def read_all(fd: int, timeout: float = 10.0) -> bytes:
@@ -35,15 +37,16 @@ def read_all(fd: int, timeout: float = 10.0) -> bytes:
     raise AssertionError(f"no EOF within {timeout} s: {out!r}")
 
 
-def test_the_server_gets_its_three_pipes_its_own_session_and_default_signals() -> None:
-    leaked = os.open("/dev/null", os.O_RDONLY)
-    os.set_inheritable(leaked, True)  # as bwrap's fds 3 and 4 are: still not the server's
+def run_to_end(argv: list[str]) -> list[str]:
+    """Spawn with an ignored SIGTERM and a blocked SIGUSR1 and SIGINT in this thread (the
+    bridge's kind), read the server's output to its end."""
     ignored = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGINT})
     try:
-        server = spawn_server(["/bin/sh", "-c", REPORT])
+        server = spawn_server(argv)
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         signal.signal(signal.SIGTERM, ignored)
-        os.close(leaked)
     try:
         lines = read_all(server.stdout).decode().splitlines()
         assert server.wait(10) == 0
@@ -51,12 +54,23 @@ def test_the_server_gets_its_three_pipes_its_own_session_and_default_signals() -
         kill_server(server)
         for fd in (server.stdin, server.stdout, server.stderr):
             os.close(fd)
+    return [f"pid {server.pid}", *lines]
+
+
+def test_the_server_gets_its_three_pipes_its_own_session_and_default_signals() -> None:
+    leaked = os.open("/dev/null", os.O_RDONLY)
+    os.set_inheritable(leaked, True)  # as bwrap's fds 3 and 4 are: still not the server's
+    try:
+        lines = run_to_end(["/bin/sh", "-c", REPORT])
+    finally:
+        os.close(leaked)
+    server_pid = lines.pop(0).split()[1]
     sid, pid = lines[0].split()[1::2]
-    assert sid == pid == str(server.pid)  # a session (and process group) of its own
+    assert sid == pid == server_pid  # a session (and process group) of its own
     assert lines[1] == "oom 1000"  # killed first under memory pressure
-    assert lines[2] == "SigBlk:\t0000000000000000"
-    assert lines[3] == "SigIgn:\t0000000000000000"  # the bridge's ignores are not inherited
-    fds = sorted(int(x) for x in lines[4:])
+    # neither the bridge's blocked signals nor its ignored ones are inherited
+    assert run_to_end(SIGNALS)[1:] == ["SigBlk:\t0000000000000000", "SigIgn:\t0000000000000000"]
+    fds = sorted(int(x) for x in lines[2:])
     assert fds[:3] == [0, 1, 2] and len(fds) <= 4, fds  # (the fourth: ls's own listing)
 
 

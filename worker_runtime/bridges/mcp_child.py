@@ -166,6 +166,7 @@ def _exec_child(argv: list[str], stdio: tuple[int, int, int], failed: int, paren
         os.setsid()
         for sig in IGNORED:  # an ignored signal stays ignored across exec
             _signal.signal(sig, _signal.SIG_DFL)
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, ())  # and a blocked one stays blocked
         step = "prctl(PR_SET_PDEATHSIG)"
         if _prctl(PR_SET_PDEATHSIG, int(_signal.SIGKILL)) != 0:
             raise OSError(ctypes.get_errno(), step)
