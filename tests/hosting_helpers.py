@@ -47,6 +47,20 @@ def descendants() -> list[psutil.Process]:
     return out
 
 
+def still_running(processes: list[tuple[int, float]]) -> list[str]:
+    """Which of these (pid, start time) processes still run, as "pid cmdline" (a pid
+    taken again by a newer process does not count)."""
+    found = []
+    for pid, created in processes:
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(f"{pid} {' '.join(proc.cmdline())[:120]}")
+        except psutil.Error:
+            continue
+    return found
+
+
 def read_audit(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []

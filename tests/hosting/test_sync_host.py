@@ -21,10 +21,10 @@ import pytest
 from hosting_helpers import (
     EXAMPLES,
     child_env,
-    descendants,
     fd_count,
     host_threads,
     read_audit,
+    still_running,
     survivors,
 )
 
@@ -191,6 +191,7 @@ def test_a_supervisor_that_cannot_start_raises_and_leaves_no_thread() -> None:
 CHILD = textwrap.dedent(
     """
     import json, sys, time
+    import psutil
     from supervisor.hosting import SyncSupervisor
 
     sup = SyncSupervisor(adapters=["worker_runtime.examples:registry"], pool_size=2,
@@ -201,6 +202,9 @@ CHILD = textwrap.dedent(
         return [p for session in s.pool.sessions for p in session.survivors()]
 
     print(json.dumps(sup.call_in_host(pids)), flush=True)
+    # every process of ours: fork server, lifeline, bwrap and what runs under it
+    tree = [(p.pid, p.create_time()) for p in psutil.Process().children(recursive=True)]
+    print(json.dumps(tree), flush=True)
     time.sleep(0.3)
     # no close(): the interpreter's exit must cancel the call and close every worker
     """
@@ -209,7 +213,6 @@ CHILD = textwrap.dedent(
 
 def test_a_forgotten_supervisor_is_closed_at_interpreter_exit(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    before = {p.pid for p in descendants()}
     began = time.monotonic()
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(audit)],
@@ -222,5 +225,12 @@ def test_a_forgotten_supervisor_is_closed_at_interpreter_exit(tmp_path: Path) ->
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     assert not alive, f"sandbox processes outlived the interpreter: {alive}"
     assert [(e["tool"], e["status"]) for e in read_audit(audit)] == [("sleep", "cancelled")]
-    assert {p.pid for p in descendants()} <= before
+    # The child's orphans go to init, never to us: look for each process it had, given the
+    # lifeline its second or so to remove the cgroups after its host died.
+    tree = [tuple(p) for p in json.loads(child.stdout.splitlines()[1])]
+    assert set(pids) <= {pid for pid, _ in tree}
+    deadline = time.monotonic() + 10
+    while (left := still_running(tree)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"processes of the child outlived it: {left}"
     assert os.path.exists(audit)
