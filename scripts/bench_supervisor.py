@@ -3,7 +3,7 @@
 run (the machines are noisy, so the baseline is measured right next to what it judges,
 in interleaved rounds; the figures are medians over the rounds).
 
-    .venv/bin/python scripts/bench_supervisor.py [--quick] [--profile]
+    .venv/bin/python scripts/bench_supervisor.py [--quick] [--profile] [--only round-trip,...]
 
 The baselines: a raw-pipe JSON-line echo. For one call at a time, a blocking loop writing
 a line to one Python echo process and reading its answer; for throughput and host CPU,
@@ -486,19 +486,34 @@ async def bench_acquire(n: int) -> None:
     )
 
 
-async def main(quick: bool, profile: bool) -> int:
+#: The measures ``--only`` can pick, in the order they run.
+MEASURES = (
+    *("round-trip", "throughput", "in-flight", "worker"),
+    *("kill", "cancel", "memory", "acquire"),
+)
+
+
+async def main(quick: bool, profile: bool, only: frozenset[str]) -> int:
     print(f"host: {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}", flush=True)
     if profile:
         await profile_calls(2000 if quick else 6000)
-    await bench_round_trip(n=500 if quick else 2000, rounds=3 if quick else 5)
-    await bench_throughput(1.0 if quick else 2.0, rounds=3 if quick else 7)
-    for in_flight, callers in ((4, 16), (8, 32)):
-        await bench_throughput_in_flight(1.0 if quick else 2.0, in_flight, callers)
-    await bench_worker_cost(1500)
-    await bench_kill_latency(15 if quick else 50)
-    await bench_cancel_ack(50 if quick else 200)
-    await bench_idle_memory(8 if quick else 16)
-    await bench_acquire(1000 if quick else 10000)
+    if "round-trip" in only:
+        await bench_round_trip(n=500 if quick else 2000, rounds=3 if quick else 5)
+    if "throughput" in only:
+        await bench_throughput(1.0 if quick else 2.0, rounds=3 if quick else 7)
+    if "in-flight" in only:
+        for in_flight, callers in ((4, 16), (8, 32)):
+            await bench_throughput_in_flight(1.0 if quick else 2.0, in_flight, callers)
+    if "worker" in only:
+        await bench_worker_cost(1500)
+    if "kill" in only:
+        await bench_kill_latency(15 if quick else 50)
+    if "cancel" in only:
+        await bench_cancel_ack(50 if quick else 200)
+    if "memory" in only:
+        await bench_idle_memory(8 if quick else 16)
+    if "acquire" in only:
+        await bench_acquire(1000 if quick else 10000)
     missed = [name for name, _, ok in RESULTS if not ok]
     print(f"\n{len(RESULTS) - len(missed)} of {len(RESULTS)} targets met"
           + (f"; missed: {', '.join(missed)}" if missed else ""))  # fmt: skip
@@ -511,5 +526,13 @@ if __name__ == "__main__":
     parser.add_argument(
         "--profile", action="store_true", help="also count Python calls per call (cProfile)"
     )
+    parser.add_argument(
+        "--only",
+        type=lambda text: text.split(","),
+        default=list(MEASURES),
+        help=f"run only these measures, comma-separated, of: {','.join(MEASURES)}",
+    )
     args = parser.parse_args()
-    sys.exit(trio.run(main, args.quick, args.profile))
+    if unknown := set(args.only) - set(MEASURES):
+        parser.error(f"--only: unknown measure(s) {sorted(unknown)}; pick of {','.join(MEASURES)}")
+    sys.exit(trio.run(main, args.quick, args.profile, frozenset(args.only)))
