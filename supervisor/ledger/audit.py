@@ -5,6 +5,11 @@ array) encoding of all its other fields, ``prev_hash`` included, so editing, rem
 reordering any event breaks every later link. The trail keeps a bounded ring in memory;
 the durable journal keeps every event. A chain with no external anchor cannot reveal a
 consistently rewritten tail: a host that needs that records ``head`` elsewhere.
+
+An event nobody reads when it happens (no journal writes it, no subscriber hears it) is
+kept as its fields only, and built and hashed when somebody does read the trail (its
+``head``, its ``events``) or records an event somebody hears: the chain is the same one,
+event for event, and a call's hot path does not pay for a hash nobody looks at.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from supervisor.ledger.errors import AuditChainBroken, PolicyError
 GENESIS_HASH = "0" * 64
 DEFAULT_RING = 1024
 MAX_RING = 8192
+#: Unread events kept as fields before they are chained anyway (bounds their memory).
+MAX_UNCHAINED = 4096
 _DOMAIN = b"sandvisor/ledger/audit/v1\n"
 _encode = msgspec.json.Encoder().encode
 _sha256 = hashlib.sha256
@@ -140,10 +147,11 @@ class AuditTrail:
     """The chain head, the in-memory ring and the subscribers.
 
     ``record`` persists an event before it chains it, so a transition whose journal write
-    fails leaves the chain untouched.
+    fails leaves the chain untouched. ``seq`` counts every event recorded; ``head`` (the
+    newest event's hash) and ``events`` chain what was deferred first.
     """
 
-    __slots__ = ("_ring", "head", "seq", "subscribers")
+    __slots__ = ("_head", "_ring", "_unchained", "seq", "subscribers")
 
     def __init__(self, capacity: int = DEFAULT_RING) -> None:
         if type(capacity) is not int or not 1 <= capacity <= MAX_RING:
@@ -151,13 +159,26 @@ class AuditTrail:
         self._ring: deque[AuditEvent] = deque(maxlen=capacity)
         self.subscribers: list[AuditSubscriber] = []
         self.seq = 0
-        self.head = GENESIS_HASH
+        self._head = GENESIS_HASH
+        #: Events recorded but not built yet: every field but ``seq``, ``prev_hash`` and
+        #: ``hash`` (they follow from the order), oldest first.
+        self._unchained: list[tuple[float, int, str, int, int, str, int, int, str, str | None]]
+        self._unchained = []
+
+    @property
+    def head(self) -> str:
+        """The newest event's hash (``GENESIS_HASH`` before the first)."""
+        if self._unchained:
+            self._chain()
+        return self._head
 
     def restore(self, tail: Iterable[AuditEvent], seq: int, head: str) -> None:
         """Continue a recovered chain: the ring gets its newest events."""
+        if self._unchained:
+            self._chain()
         self._ring.extend(tail)
         self.seq = seq
-        self.head = head
+        self._head = head
 
     def record(
         self,
@@ -175,8 +196,10 @@ class AuditTrail:
     ) -> AuditEvent:
         """Chain the next event. ``persist`` (the journal write) runs first: if it raises,
         the chain is left as it was."""
+        if self._unchained:
+            self._chain()
         seq = self.seq + 1
-        prev = self.head
+        prev = self._head
         fields = (
             seq,
             time,
@@ -196,8 +219,88 @@ class AuditTrail:
             persist(event)
         self._ring.append(event)
         self.seq = seq
-        self.head = event.hash
+        self._head = event.hash
         return event
+
+    def note(
+        self,
+        time: float,
+        op_id: int,
+        tool: str,
+        call_index: int,
+        attempt: int,
+        kind: str,
+        bytes_in: int,
+        bytes_out: int,
+        detail: str,
+        digest: str | None,
+        persist: Callable[[AuditEvent], None] | None,
+    ) -> AuditEvent | None:
+        """`record`, or, when nothing persists the event and nobody subscribes, keep its
+        fields to chain when the trail is read (None then: there is no event yet)."""
+        if persist is not None or self.subscribers:
+            return self.record(
+                time,
+                op_id,
+                tool,
+                call_index,
+                attempt,
+                kind,
+                bytes_in,
+                bytes_out,
+                detail,
+                digest,
+                persist,
+            )
+        unchained = self._unchained
+        unchained.append(
+            (time, op_id, tool, call_index, attempt, kind, bytes_in, bytes_out, detail, digest)
+        )
+        self.seq += 1
+        if len(unchained) >= MAX_UNCHAINED:
+            self._chain()
+        return None
+
+    def _chain(self) -> None:
+        """Build and hash the deferred events in order; only the ring's share of them is
+        kept as `AuditEvent` objects (the older ones would leave the ring at once)."""
+        unchained, self._unchained = self._unchained, []
+        seq = self.seq - len(unchained)
+        prev = self._head
+        ring = self._ring
+        keep_from = len(unchained) - (ring.maxlen or len(unchained))
+        for index, (
+            time,
+            op_id,
+            tool,
+            call_index,
+            attempt,
+            kind,
+            bytes_in,
+            bytes_out,
+            detail,
+            digest,
+        ) in enumerate(unchained):
+            seq += 1
+            fields = (
+                seq,
+                time,
+                op_id,
+                tool,
+                call_index,
+                attempt,
+                kind,
+                bytes_in,
+                bytes_out,
+                detail,
+                digest,
+                prev,
+            )
+            hashed = _sha256(_DOMAIN + _encode(fields)).hexdigest()
+            if index >= keep_from:
+                ring.append(AuditEvent(*fields, hashed))
+            prev = hashed
+        self._head = prev
 
     def notify(self, event: AuditEvent) -> None:
         for subscriber in tuple(self.subscribers):  # one may unsubscribe while notified
@@ -213,4 +316,6 @@ class AuditTrail:
         return unsubscribe
 
     def events(self) -> tuple[AuditEvent, ...]:
+        if self._unchained:
+            self._chain()
         return tuple(self._ring)

@@ -197,7 +197,7 @@ class Ledger(LedgerEngine):
             )
             digest = record.digest()
             persist = self._persist(record, None)
-        event = self._trail.record(
+        event = self._trail.note(
             wall, op_id, tool, call_index, 0, AuditKind.STARTED, len(data), 0, key, digest, persist
         )
         self._next_id = op_id + 1

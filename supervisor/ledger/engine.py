@@ -224,12 +224,13 @@ class LedgerEngine:
         detail: str = "",
         digest: str | None = None,
         terminal: tuple[str, bytes | None] | None = None,
-    ) -> AuditEvent:
-        """Chain (and journal: committed unless batching) one event of ``op``."""
+    ) -> AuditEvent | None:
+        """Chain (and journal: committed unless batching) one event of ``op``; None when
+        nobody reads it now (no journal, no subscriber): the trail chains it when read."""
         if self._unusable is not None:
             self._check_usable()
         persist = None if self._journal is None else self._persist(None, terminal)
-        return self._trail.record(
+        return self._trail.note(
             self._wall(),
             op.id,
             op.tool,
@@ -254,7 +255,10 @@ class LedgerEngine:
 
         return write
 
-    def _publish(self, event: AuditEvent) -> None:
+    def _publish(self, event: AuditEvent | None) -> None:
+        """Tell the subscribers (there is an event whenever there are subscribers)."""
+        if event is None:
+            return
         if self._batch_depth:
             self._deferred.append(lambda: self._trail.notify(event))
         else:
@@ -412,7 +416,9 @@ class LedgerEngine:
         )
         return self._resolve(op, TimedOut(reason), event)
 
-    def _resolve(self, op: Operation, outcome: LedgerOutcome, event: AuditEvent) -> LedgerOutcome:
+    def _resolve(
+        self, op: Operation, outcome: LedgerOutcome, event: AuditEvent | None
+    ) -> LedgerOutcome:
         op_id = op.id
         if op.state is _Q:
             self._queued -= 1

@@ -142,6 +142,49 @@ def test_the_ring_is_bounded_and_keeps_the_newest(clock: FakeClock) -> None:
     assert ledger.verify_audit_chain() == 4
 
 
+def test_an_unread_chain_is_the_same_chain(clock: FakeClock) -> None:
+    """Events nobody reads are chained when somebody does: the same events, the same
+    hashes, as a ledger whose every event was heard at once (a subscriber makes it so),
+    whether the trail is read after each event, past the ring, or never until the end."""
+
+    def run(ledger: Ledger, read_every: int) -> list[AuditEvent]:
+        ledger.register_external_tool(ToolPolicy("t", max_calls=10_000))
+        for n in range(1, 3000):
+            op = ledger.claim(ledger.start("t", str(n))).id
+            ledger.complete(op, "y")
+            if n % read_every == 0:
+                assert ledger.audit_head() == (ledger.audit()[-1].seq, ledger.audit()[-1].hash)
+        return list(ledger.audit())
+
+    def new_ledger() -> Ledger:  # the same nonce: the same idempotency keys
+        return Ledger(
+            audit_capacity=64,
+            clock=clock.monotonic,
+            wall_clock=clock.wall,
+            session_nonce=b"n" * 32,
+        )
+
+    heard_ledger = new_ledger()
+    heard: list[AuditEvent] = []
+    heard_ledger.subscribe_audit(heard.append)
+    reference = run(heard_ledger, 10_000)
+    assert reference == heard[-64:] and len(heard) == 3 * 2999
+    for read_every in (1, 7, 1000, 10_000):
+        ledger = new_ledger()
+        assert run(ledger, read_every) == reference
+        assert ledger.audit_head() == heard_ledger.audit_head()
+        assert ledger.verify_audit_chain() == 64
+    # a subscriber that comes midway hears what follows, chained after what it did not
+    ledger = new_ledger()
+    ledger.register_external_tool(ToolPolicy("t", max_calls=10))
+    ledger.start("t", "1")
+    late: list[AuditEvent] = []
+    ledger.subscribe_audit(late.append)
+    ledger.claim(1)
+    assert [(e.seq, e.prev_hash) for e in late] == [(2, ledger.audit()[0].hash)]
+    assert ledger.verify_audit_chain() == 2
+
+
 def test_subscribers_see_every_event_once_in_order(ledger: Ledger, clock: FakeClock) -> None:
     seen: list[AuditEvent] = []
     unsubscribe = ledger.subscribe_audit(seen.append)
