@@ -150,6 +150,7 @@ class ProxyServer:
         self.connect_timeout = connect_timeout
         self._group: anyio.abc.TaskGroup | None = None
         self._endpoints: set[Endpoint] = set()
+        self._buffers = _Buffers()
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[ProxyServer] = anyio.TASK_STATUS_IGNORED
@@ -269,7 +270,7 @@ class ProxyServer:
                     return self._emit(endpoint, record, "byte_cap", "the call's byte limit")
                 record.bytes_up += len(to_server)
                 await _send_all(upstream, to_server)
-            cut = await _relay(client, upstream, meters, record)
+            cut = await _relay(client, upstream, meters, record, self._buffers)
             self._emit(endpoint, record, cut, "the call's byte limit" if cut else None)
         except anyio.get_cancelled_exc_class():
             self._emit(endpoint, record, "closing", "the sandbox's proxy was closed")
@@ -336,8 +337,8 @@ class ProxyServer:
                 try:
                     sock.setblocking(False)
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    code = sock.connect_ex((str(address), port))
-                    if code == errno.EINPROGRESS:
+                    code = _connected(sock, (str(address), port))
+                    if code in _CONNECTING:
                         await anyio.wait_writable(sock)
                         code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                     if code == 0:
@@ -449,6 +450,22 @@ async def _first_message(
     return await _recv(passed), passed, None
 
 
+_CONNECTING = (errno.EINPROGRESS, errno.EALREADY)
+
+
+def _connected(sock: socket.socket, address: tuple[str, int]) -> int:
+    """Start a non-blocking connect; 0 if it is already done. A local server's handshake
+    runs within the first call, which still says EINPROGRESS: asking again says 0
+    (connected), the error, or EALREADY, and saves a turn of the loop (about 0.3 ms)
+    for every connection to a near server."""
+    code = sock.connect_ex(address)
+    if code == errno.EINPROGRESS:
+        code = sock.connect_ex(address)
+        if code == errno.EISCONN:
+            code = 0
+    return code
+
+
 def _tcp_socket(fd: int) -> socket.socket | None:
     """``fd`` as a socket if it is a TCP stream socket; otherwise closed, and None."""
     try:
@@ -506,40 +523,69 @@ async def _send_quietly(sock: socket.socket, data: bytes) -> None:
         await _send_all(sock, data)
 
 
+class _Buffers:
+    """The pumps' read buffers, kept for the next connection (at most ``keep``: 2 MiB).
+    A fresh 256 KiB buffer per pump was zeroed each time, and on the main thread glibc
+    gave the block back to the system at each free: three ``brk`` calls and their page
+    faults per connection, under load up to 0.3-0.8 ms for the two. One event loop uses
+    them: no lock."""
+
+    __slots__ = ("_free", "_keep")
+
+    def __init__(self, keep: int = 8) -> None:
+        self._free: list[bytearray] = []
+        self._keep = keep
+
+    def take(self) -> bytearray:
+        return self._free.pop() if self._free else bytearray(READ_BYTES)
+
+    def give(self, buffer: bytearray) -> None:
+        if len(self._free) < self._keep:
+            self._free.append(buffer)
+
+
 async def _relay(
-    client: socket.socket, upstream: socket.socket, meters: Sequence[CallMeter], record: _Record
+    client: socket.socket,
+    upstream: socket.socket,
+    meters: Sequence[CallMeter],
+    record: _Record,
+    buffers: _Buffers,
 ) -> str | None:
-    """Move bytes both ways until both directions ended; "byte_cap" if the cap cut it."""
+    """Move bytes both ways until both directions ended; "byte_cap" if the cap cut it.
+    The download runs in this task, the upload in one task of the group (one task
+    fewer to start per connection; the group still waits for both)."""
     cut: list[str] = []
+
+    async def pump(src: socket.socket, dst: socket.socket, up: bool) -> None:
+        buffer = buffers.take()
+        view = memoryview(buffer)
+        try:
+            while True:
+                try:
+                    size = src.recv_into(buffer, 0, _NOWAIT)
+                except BlockingIOError:
+                    await anyio.wait_readable(src)
+                    continue
+                if size == 0:
+                    with contextlib.suppress(OSError):
+                        dst.shutdown(socket.SHUT_WR)
+                    return
+                if not _charge(meters, size):
+                    cut.append("byte_cap")
+                    pumps.cancel_scope.cancel()
+                    return
+                if up:
+                    record.bytes_up += size
+                else:
+                    record.bytes_down += size
+                await _send_all(dst, view[:size])
+                await anyio.lowlevel.checkpoint()
+        except OSError:  # reset or broken: the whole connection ends
+            pumps.cancel_scope.cancel()
+        finally:
+            buffers.give(buffer)
+
     async with anyio.create_task_group() as pumps:
-
-        async def pump(src: socket.socket, dst: socket.socket, up: bool) -> None:
-            buffer = bytearray(READ_BYTES)
-            view = memoryview(buffer)
-            try:
-                while True:
-                    try:
-                        size = src.recv_into(buffer, 0, _NOWAIT)
-                    except BlockingIOError:
-                        await anyio.wait_readable(src)
-                        continue
-                    if size == 0:
-                        with contextlib.suppress(OSError):
-                            dst.shutdown(socket.SHUT_WR)
-                        return
-                    if not _charge(meters, size):
-                        cut.append("byte_cap")
-                        pumps.cancel_scope.cancel()
-                        return
-                    if up:
-                        record.bytes_up += size
-                    else:
-                        record.bytes_down += size
-                    await _send_all(dst, view[:size])
-                    await anyio.lowlevel.checkpoint()
-            except OSError:  # reset or broken: the whole connection ends
-                pumps.cancel_scope.cancel()
-
         pumps.start_soon(pump, client, upstream, True)
-        pumps.start_soon(pump, upstream, client, False)
+        await pump(upstream, client, False)
     return cut[0] if cut else None
