@@ -19,7 +19,7 @@ import anyio
 import msgspec
 
 from supervisor.ledger import StreamPolicy, ToolPolicy
-from supervisor.workers.launcher import Launcher, start_worker
+from supervisor.workers.launcher import Launcher, StartedWorker, start_worker
 from supervisor.workers.pipes import PipeStream
 from supervisor.workers.secrets import Redactor
 from supervisor.workers.session import Capture
@@ -152,12 +152,34 @@ async def describe(
     redact: Redactor | None = None,
 ) -> list[ToolSpec]:
     """Run the describe command through ``launcher`` and parse what it writes to fd 4."""
-    spawned, (to_worker, *host_ends) = await start_worker(launcher)
-    os.close(to_worker)  # the describer reads nothing: EOF on its fd 3
-    reader, stdout, stderr = (PipeStream(fd) for fd in host_ends)
+    tools, _ = await _describe(launcher, timeout, what, redact, keep=False)
+    return tools
+
+
+async def describe_and_keep(
+    launcher: Launcher,
+    timeout: float,
+    what: str = "the MCP server",
+    redact: Redactor | None = None,
+) -> tuple[list[ToolSpec], StartedWorker | None]:
+    """`describe`, with a describer that goes on to serve (the MCP bridge's
+    ``--describe``): once its description is read, the worker is held for a session,
+    its fd 3 open for the bootstrap (None if it exited instead)."""
+    return await _describe(launcher, timeout, what, redact, keep=True)
+
+
+async def _describe(
+    launcher: Launcher, timeout: float, what: str, redact: Redactor | None, *, keep: bool
+) -> tuple[list[ToolSpec], StartedWorker | None]:
+    spawned, host_ends = await start_worker(launcher)
+    to_worker, *ends = host_ends
+    if not keep:
+        os.close(to_worker)  # the describer reads nothing: EOF on its fd 3
+    reader, stdout, stderr = (PipeStream(fd) for fd in ends)
     data = bytearray()
     diagnostics = Capture(4096)
     code: int | None = None
+    kept: StartedWorker | None = None
     try:
         with anyio.move_on_after(timeout) as scope:
             async with anyio.create_task_group() as nursery:
@@ -165,29 +187,39 @@ async def describe(
                 nursery.start_soon(_keep, stderr, diagnostics)
                 while chunk := await reader.receive_some(65536):
                     data += chunk
-                    if len(data) > MAX_DESCRIPTION_BYTES:
+                    if len(data) > MAX_DESCRIPTION_BYTES or (keep and b"\n" in data):
                         break
-                code = await spawned.wait()
+                if keep and b"\n" in data and len(data) <= MAX_DESCRIPTION_BYTES:
+                    nursery.cancel_scope.cancel()  # it waits for its bootstrap: keep it
+                else:
+                    code = await spawned.wait()
         if scope.cancelled_caught:
             raise DescribeError(f"describing {what} took longer than {timeout} s")
-        if code != 0:
+        if code is not None and code != 0:
             detail = " | ".join(diagnostics.text().strip().splitlines()[-3:])
             if redact is not None:  # what a worker printed may hold the group's secrets
                 detail = redact.text(detail)
             raise DescribeError(
                 f"describing {what} failed (exit status {code})" + (f": {detail}" if detail else "")
             )
-        return parse_description(bytes(data))
+        tools = parse_description(bytes(data))
+        if keep and code is None:
+            kept = StartedWorker(spawned, host_ends, bytes(diagnostics.kept))
+        return tools, kept
     finally:
-        with anyio.CancelScope(shield=True):
-            spawned.kill("describe_done")
-            if code is None:
-                with anyio.move_on_after(5):
-                    await spawned.wait()
-            for stream in (reader, stdout, stderr):
-                with contextlib.suppress(Exception):
-                    await stream.aclose()
-            await spawned.cleanup()
+        if kept is None:
+            with anyio.CancelScope(shield=True):
+                spawned.kill("describe_done")
+                if code is None:
+                    with anyio.move_on_after(5):
+                        await spawned.wait()
+                for stream in (reader, stdout, stderr):
+                    with contextlib.suppress(Exception):
+                        await stream.aclose()
+                if keep:
+                    with contextlib.suppress(OSError):
+                        os.close(to_worker)
+                await spawned.cleanup()
 
 
 async def _keep(stream: PipeStream, capture: Capture) -> None:

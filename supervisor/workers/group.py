@@ -18,8 +18,9 @@ from collections.abc import Callable
 from sandbox import Command, Spawner
 from sandbox.netproxy.server import ProxyServer
 from supervisor.ledger import ToolPolicy
-from supervisor.workers.grants import describe, grant_for, merge_policies
+from supervisor.workers.grants import describe, describe_and_keep, grant_for, merge_policies
 from supervisor.workers.groups import ToolGroup, apply_overrides
+from supervisor.workers.launcher import StartedWorker
 from supervisor.workers.mcp_worker import MCP_CANCEL_GRACE, bridge_command
 from supervisor.workers.pool import Pool
 from supervisor.workers.sandboxed import (
@@ -87,6 +88,7 @@ class GroupRuntime:
         self.journal: GroupJournal | None = None
         self._pool: Pool | None = None
         self._config: SessionConfig | None = None
+        self._first_worker: StartedWorker | None = None
 
     @property
     def name(self) -> str:
@@ -98,11 +100,17 @@ class GroupRuntime:
             raise RuntimeError(f"group {self.name!r} has no pool yet")
         return self._pool
 
-    async def describe(self, timeout: float) -> None:
-        """Learn the group's tools (in its own sandbox) and bound them."""
+    async def describe(self, timeout: float, *, first: bool = False) -> None:
+        """Learn the group's tools (in its own sandbox) and bound them. ``first``: the
+        supervisor's start; an MCP server's describer is then kept as the first session
+        (`first_worker`), so that the server starts once, not twice."""
         group = self.group
         described = None
-        if self.describer is not None:
+        if self.describer is not None and first and self._keeps_describer():
+            described, self._first_worker = await describe_and_keep(
+                self.describer, timeout, "the MCP server", self.redactor
+            )
+        elif self.describer is not None:
             what = "the MCP server" if group.mcp_server is not None else "the adapters"
             described = await describe(self.describer, timeout, what, self.redactor)
         policies = merge_policies(described, group.tools)
@@ -117,6 +125,20 @@ class GroupRuntime:
             name: by_name.get(name) or ToolSpec(name, policy.format)
             for name, policy in self.policies.items()
         }
+
+    def _keeps_describer(self) -> bool:
+        """An MCP group's describer is the sandbox its sessions get (the same command but
+        ``--describe``, the same policy and secrets) unless a session's sandbox has more:
+        a proxy endpoint of its own (a network allowlist) or the worker journal's bind."""
+        group = self.group
+        return group.mcp_server is not None and group.policy.allowlist is None
+
+    async def discard_first_worker(self) -> None:
+        """The kept describer, if no session took it (the supervisor's start failed, or
+        the pool starts no session, or the group journals)."""
+        worker, self._first_worker = self._first_worker, None
+        if worker is not None:
+            await worker.discard()
 
     def open_journal(self, journals: WorkerJournals) -> GroupJournal | None:
         """The group's worker journal, if it serves an effectful tool (after `describe`):
@@ -161,7 +183,10 @@ class GroupRuntime:
 
         def session(on_dead: OnDead) -> Session:
             assert self._config is not None
-            return Session(launcher, self._config, on_dead=on_dead)
+            worker = None
+            if self.journal is None:  # else its sandbox lacks the journal's bind
+                worker, self._first_worker = self._first_worker, None
+            return Session(launcher, self._config, on_dead=on_dead, worker=worker)
 
         def session_with_network(on_dead: OnDead) -> Session:
             assert self._config is not None

@@ -10,8 +10,11 @@ the package, so there is nothing weaker to fall back to.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Protocol
+
+import anyio
 
 
 class SpawnedWorker(Protocol):
@@ -69,3 +72,44 @@ async def start_worker(launcher: Launcher) -> tuple[SpawnedWorker, tuple[int, in
         for fd in child_ends:
             os.close(fd)
     return spawned, host_ends
+
+
+#: Seconds a discarded worker has to be reaped after its kill.
+DISCARD_REAP_TIMEOUT = 5.0
+
+
+class StartedWorker:
+    """A worker started already, held for a session: the MCP describer, which becomes
+    the group's first session (its server starts once). Its holder owns it until a
+    session takes it (`take`); one never taken is discarded (`discard`)."""
+
+    def __init__(
+        self, spawned: SpawnedWorker, fds: tuple[int, int, int, int], stderr: bytes = b""
+    ) -> None:
+        self.spawned = spawned
+        #: The host's ends, as `start_worker` returns them.
+        self.fds = fds
+        #: What the worker wrote on its stderr while it was held (diagnostics).
+        self.stderr = stderr
+        self.taken = False
+
+    def take(self) -> tuple[SpawnedWorker, tuple[int, int, int, int]]:
+        """The worker and its fds, for a session's `run` (once)."""
+        if self.taken:
+            raise RuntimeError("a started worker is taken once")
+        self.taken = True
+        return self.spawned, self.fds
+
+    async def discard(self, reason: str = "unused") -> None:
+        """Kill, reap and release it, and close the host's ends (unless taken)."""
+        if self.taken:
+            return
+        self.taken = True
+        with anyio.CancelScope(shield=True):
+            self.spawned.kill(reason)
+            with anyio.move_on_after(DISCARD_REAP_TIMEOUT):
+                await self.spawned.wait()
+            for fd in self.fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            await self.spawned.cleanup()

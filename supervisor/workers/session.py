@@ -33,7 +33,7 @@ import anyio.abc
 
 from supervisor._fdwrite import write_now
 from supervisor._loop import current_loop
-from supervisor.workers.launcher import Launcher, SpawnedWorker, start_worker
+from supervisor.workers.launcher import Launcher, SpawnedWorker, StartedWorker, start_worker
 from supervisor.workers.pipes import PipeStream
 from supervisor.workers.secrets import Redactor
 from supervisor.workers.session_keys import derive_keys, new_session_id, new_session_key
@@ -164,9 +164,11 @@ class Session:
         config: SessionConfig,
         *,
         on_dead: Callable[[Session], None] | None = None,
+        worker: StartedWorker | None = None,
     ) -> None:
         """``on_dead(session)`` is called (synchronously) once the session stops taking
-        calls: killed, or closing."""
+        calls: killed, or closing. ``worker``: started already (the MCP describer, waiting
+        for its bootstrap), run instead of spawning one."""
         self.id = new_session_id()
         key = new_session_key()
         self._bootstrap: bytes | None = encode_bootstrap(self.id, key)
@@ -174,6 +176,7 @@ class Session:
         del key
         self.config = config
         self._launcher = launcher
+        self._started = worker
         self._on_dead = on_dead
         self.state: State = "new"
         #: Each tool as the worker's ``ready`` described it (None until then).
@@ -259,10 +262,17 @@ class Session:
         raises: whatever goes wrong poisons the session, which then ends.
         """
         self._run_entered = True
+        held, self._started = self._started, None
         if self.end_reason is not None:  # killed before it ran (the pool shut down)
+            if held is not None:
+                await held.discard(self.end_reason)
             raise SessionStartError(f"the session was killed before it started ({self.end_reason})")
         try:
-            spawned, host_ends = await start_worker(self._launcher)
+            if held is not None:
+                self.stderr.feed(held.stderr)
+                spawned, host_ends = held.take()
+            else:
+                spawned, host_ends = await start_worker(self._launcher)
         except BaseException as exc:  # the sandbox said no, or a cancellation: fail closed
             self.state = "dead"
             self.end_reason = self.end_reason or "launch_failed"

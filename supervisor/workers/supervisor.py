@@ -214,7 +214,7 @@ class Supervisor:
                 for name, group in self.groups.items()
             }
             for runtime in runtimes.values():  # one at a time: a failure says which
-                await runtime.describe(self.start_timeout)
+                await runtime.describe(self.start_timeout, first=True)
             homes = route({name: rt.policies for name, rt in runtimes.items()})
             self._home = {tool: runtimes[group] for tool, group in homes.items()}
             self._policies = {t: rt.policies[t] for t, rt in self._home.items()}
@@ -259,6 +259,7 @@ class Supervisor:
             margin = 0.0 if self.session_lifetime is None else min(60.0, self.session_lifetime / 10)
             for runtime in runtimes.values():
                 await nursery.start(runtime.make_pool(base, margin, self.cancel_grace).run)
+                await runtime.discard_first_worker()  # if its pool's first session did not take it
                 runtime.on_tools_changed = self._refresh_soon(runtime)
             nursery.start_soon(self._expire_indeterminate)
             await nursery.start(self._run_timers)
@@ -267,6 +268,9 @@ class Supervisor:
         except BaseException:
             nursery.cancel_scope.cancel()
             await nursery.__aexit__(None, None, None)
+            with anyio.CancelScope(shield=True):
+                for runtime in self._runtimes.values():
+                    await runtime.discard_first_worker()
             self._close_resources()
             self._state = "closed"
             raise

@@ -3,10 +3,12 @@ and what a hostile server can and cannot do from inside its sandbox."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import trio
 from mcp_fixtures import Servers, sandbox_writable
@@ -17,6 +19,7 @@ from supervisor import Supervisor
 from supervisor.commands.scripted_bridge import add_sandboxed_tools
 from supervisor.ledger import UnknownTool
 from supervisor.scripted import ScriptedTool
+from supervisor.workers.groups import ToolGroup
 from supervisor.workers.supervisor import RELIST_INTERVAL
 from supervisor.workers.tool_callbacks import EXIT_FAILED, EXIT_INDETERMINATE, EXIT_TIMED_OUT
 
@@ -158,6 +161,59 @@ async def test_a_tools_list_changed_refreshes_the_supervisors_tools(
         assert (out.status, out.value) == ("completed", {"result": 42})
         assert out.session_id != first  # the old session was granted the old tools
         assert not await sup.refresh_tools()  # listed again: nothing new
+
+
+def running_with(marker: str) -> list[int]:
+    """Pids of live processes (not zombies) whose command line names ``marker``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        with contextlib.suppress(psutil.Error):
+            cmdline = proc.info["cmdline"] or []
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(marker in a for a in cmdline):
+                found.append(proc.pid)
+    return found
+
+
+async def test_a_supervisor_starts_its_server_once(servers: Servers, tmp_path: Path) -> None:
+    state = sandbox_writable(tmp_path / "state")
+    async with growing_server(servers, state, pool_size=1) as sup:
+        out = await sup.invoke("echo", {"text": "x"})  # the describer became this session
+        assert (out.status, out.value) == ("completed", {"result": "x"}), out
+        assert len(list(state.glob("started-*"))) == 1
+        assert len(sup.group("default").pool.sessions) == 1
+    assert not running_with(str(state))
+
+
+async def test_a_kept_describer_no_session_takes_is_not_left_behind(
+    servers: Servers, tmp_path: Path
+) -> None:
+    state = sandbox_writable(tmp_path / "state")
+    async with growing_server(servers, state, pool_size=1, pool_min=0) as sup:
+        assert not running_with(str(state))  # no worker kept warm: the describer is gone
+        assert (await sup.invoke("echo", {"text": "x"})).status == "completed"
+        assert len(list(state.glob("started-*"))) == 2
+    fds = fd_table()
+    # the start fails after the first group's describer was kept: it goes too
+    failing = ToolGroup("failing", mcp_server=[*servers.hostile, "--fail-start"])
+    kept = ToolGroup(
+        "kept",
+        mcp_server=[*servers.hostile, "--state", str(state)],
+        policy=SandboxPolicy(binds=(Bind(str(state), writable=True),)),
+    )
+    with pytest.raises(Exception, match="exited with status 1 before answering initialize"):
+        async with Supervisor(groups=[kept, failing], ping_interval=None, start_timeout=30):
+            pass
+    assert len(list(state.glob("started-*"))) == 3
+    assert not running_with(str(state))
+    assert fd_table().items() <= fds.items()
+
+
+def fd_table() -> dict[str, str]:
+    table = {}
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own fd, closed meanwhile
+            table[name] = os.readlink(f"/proc/self/fd/{name}")
+    return table
 
 
 async def test_a_server_repeating_list_changed_gets_one_listing_per_interval(

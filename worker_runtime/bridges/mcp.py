@@ -13,7 +13,9 @@ One thread and one ``select`` loop: nothing to start per call, so a server that 
 the sandbox's processes cannot starve the bridge. Options:
 
 ``--describe``      start the server, list its tools, write them as one JSON line to fd 4
-                    (``{"tools": [tool, ...]}``, spec section 6) and exit 0
+                    (``{"tools": [tool, ...]}``, spec section 6); then EOF on fd 3 ends
+                    it (exit 0), and a bootstrap makes it the session it would have been
+                    without the option (the supervisor's first: its server starts once)
 ``--prefix P``      tool ids are ``P`` + the server's name (e.g. ``fs.read-file``)
 ``--start-timeout S`` seconds for ``initialize`` and ``tools/list`` (default 10)
 ``--fd-in N --fd-out M`` the protocol fds (default 3 and 4)
@@ -178,6 +180,7 @@ class Bridge:
         self.server_lines = LineReader(MAX_MESSAGE_BYTES)
         self.host_lines = LineReader()
         self.tools: list[Tool] = []
+        self.host_read = b""  # read from fd 3 ahead of the bootstrap (`host_stays`)
         self.aliases: dict[str, str] = {}  # tool id -> the server's name
         self.conn: WorkerConnection | None = None
         self.proc = server
@@ -390,8 +393,14 @@ class Bridge:
         except OSError as exc:
             die(f"writing to the host failed: {exc}", self.proc)
 
+    def host_stays(self) -> bool:
+        """After ``--describe``: whether the host goes on to a session (a bootstrap comes on
+        fd 3) rather than closing it (EOF: it only wanted the tools)."""
+        self.host_read = os.read(self.opts.fd_in, 1)
+        return bool(self.host_read)
+
     def _read_exact(self, n: int) -> bytes:
-        out = b""
+        out, self.host_read = self.host_read[:n], self.host_read[n:]
         while len(out) < n:
             chunk = os.read(self.opts.fd_in, n - len(out))
             if not chunk:
@@ -472,16 +481,19 @@ def main(args: Sequence[str], server: Server | None = None) -> int:
         print(f"sandvisor mcp bridge: the MCP server {opts.argv[0]!r} {exc}{quoted}",
               file=sys.stderr)  # fmt: skip
         return EXIT_BOOTSTRAP
-    if opts.describe:
-        tools = [msgspec.to_builtins(spec) for spec in bridge.specs()]
-        kill_server(bridge.proc)
-        try:
-            _write_all(opts.fd_out, msgspec.json.encode({"tools": tools}) + b"\n")
-        except OSError as exc:
-            print(f"sandvisor mcp bridge: cannot write the description: {exc}", file=sys.stderr)
-            return EXIT_BOOTSTRAP
-        return 0
     try:
+        if opts.describe:
+            tools = [msgspec.to_builtins(spec) for spec in bridge.specs()]
+            try:
+                _write_all(opts.fd_out, msgspec.json.encode({"tools": tools}) + b"\n")
+            except OSError as exc:
+                kill_server(bridge.proc)
+                print(f"sandvisor mcp bridge: cannot write the description: {exc}",
+                      file=sys.stderr)  # fmt: skip
+                return EXIT_BOOTSTRAP
+            if not bridge.host_stays():
+                kill_server(bridge.proc)
+                return 0
         bridge.serve()
     except (BootstrapError, OSError) as exc:
         kill_server(bridge.proc)
