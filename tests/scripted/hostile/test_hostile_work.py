@@ -66,7 +66,9 @@ EXPANSIONS = [
     Case("[[ a == $x* ]] of 8 MB", BIG + "[[ a == $x* ]]; echo $?", "1\n", 0),
     Case("[[ $x == *b* ]] of 8 MB", BIG + "[[ $x == *b*a ]]; echo $?", "1\n", 0),
     Case("${x//a/bb} of 8 MB", BIG + "y=${x//a/bb}", "value size", 1),
-    Case("${x//?/ab} of 8 MB", BIG + "y=${x//?/ab}", TIMEOUT, 1),
+    # 0.5 s: the deadline long before the 16 MB result reaches the memory limit (at 6.8 s
+    # on a loaded 2-core host given the time; a fast host may be several times faster)
+    Case("${x//?/ab} of 8 MB", BIG + "y=${x//?/ab}", TIMEOUT, 1, timeout=0.5),
     Case("${x%a*b} of 8 MB", BIG + "y=${x%a*b}; echo ${#y}", "8388608", 0),
     Case("splitting 16 MB", BIG + "set -- $x$x", "value size", 1),
     Case("splitting 8 MB of words", BIG + "y=${x//a/a }; set -- $y; echo $#", "", 1),
@@ -82,11 +84,14 @@ LOOPS = [
         1,
         timeout=1.0,
     ),
+    # 200,000 a's: the loop is quadratic (100,000 finished in 4.6 s on a loaded host, in
+    # less than the deadline on a fast one); 200,000 take 27 s there
     Case(
         "sed t loop on a long line",
-        BIG + "echo ${x:0:100000} | sed ':a;s/a/b/;ta' | wc -c",
+        BIG + "echo ${x:0:200000} | sed ':a;s/a/b/;ta' | wc -c",
         TIMEOUT,
         1,
+        timeout=1.0,
     ),
     Case(
         "awk while(sub())",
@@ -106,22 +111,35 @@ LOOPS = [
         TIMEOUT,
         1,
     ),
+    # The deadline stops the compile of a big program: 0.5 s and a memory budget of
+    # 128 MiB, far from each other (at 64 MiB and 1 s a fast host ran out of memory first:
+    # the compile reached 64 MiB in 2.7 s (sed) and 4.2 s (awk) on a loaded 2-core host)
     Case(
         "sed script of 2 MB",
         SED_PROGRAM + 'for i in 1 2 3 4 5; do p=$p$p; done; echo | sed "$p"',
         TIMEOUT,
         1,
-        timeout=1.0,
+        timeout=0.5,
+        limits={"max_memory_bytes": 128 << 20},
     ),
     Case(
         "awk program of 1.3 MB",
         AWK_PROGRAM + 'for i in 1 2 3 4; do p=$p$p; done; echo | awk "$p"',
         TIMEOUT,
         1,
-        timeout=1.0,
+        timeout=0.5,
+        limits={"max_memory_bytes": 128 << 20},
     ),
-    # 0.5 s: the deadline comes long before awk's own 3,000,000-iteration limit on any machine
-    Case("awk endless loop", "echo | awk '{ while (1) n++ }'", TIMEOUT, 1, timeout=0.5),
+    # an iteration does some work: awk's own 3,000,000-iteration limit stopped `n++` alone
+    # in 1.5 s on a loaded host (a fast idle one nears the deadline); with the sprintf the
+    # limit is more than 30 s away
+    Case(
+        "awk endless loop",
+        "echo | awk '{ while (1) { n++; s = sprintf(\"%d %d %d\", n, n, n) } }'",
+        TIMEOUT,
+        1,
+        timeout=0.5,
+    ),
     Case(
         "sort of 900 KB",
         BIG + "echo ${x:0:900000} | fold -w 3 | sort | uniq -c | wc -l",
