@@ -1,6 +1,6 @@
 """`SyncSupervisor` from plain threads: a thread pool of callers, handles shared between
 threads, Ctrl-C in a waiting thread, `ScriptedTool.execute_sync` with sandboxed tools,
-and a clean end on close and at interpreter exit."""
+and a clean end at interpreter exit (the end on close: `test_sync_host_close`)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,13 @@ import pytest
 from hosting_helpers import (
     EXAMPLES,
     child_env,
-    fd_count,
     host_threads,
     read_audit,
     still_running,
     survivors,
 )
 
-from supervisor import Supervisor, SupervisorError
+from supervisor import Supervisor
 from supervisor.hosting import SyncSupervisor
 from supervisor.ledger import UnknownTool
 from supervisor.scripted import ScriptedTool
@@ -163,29 +162,6 @@ def test_a_durable_ledger_is_compacted_in_the_host_thread(tmp_path: Path) -> Non
 
         (seq, _), checked = sup.call_in_host(head)
         assert (seq, checked) == (report.checkpoint[0] + 3, 3)  # the call after it
-
-
-def test_close_is_final_and_leaves_nothing() -> None:
-    fds, threads = fd_count(), host_threads()
-    sup = SyncSupervisor(adapters=[EXAMPLES], ping_interval=None).open()
-    handle = sup.start("sleep", "30")
-    sup.close()
-    assert handle.outcome(timeout=5).status == "cancelled"
-    sup.close()  # idempotent
-    with pytest.raises(SupervisorError):
-        sup.invoke("text.upper", "x")
-    assert not sup.running and host_threads() == threads and not survivors(sup.supervisor)
-    assert fd_count() == fds
-
-
-def test_a_supervisor_that_cannot_start_raises_and_leaves_no_thread() -> None:
-    threads = host_threads()
-    with (
-        pytest.raises(Exception, match="not installed"),
-        SyncSupervisor(adapters=["no_such_module_xyz:registry"]),
-    ):
-        pass
-    assert host_threads() == threads
 
 
 CHILD = textwrap.dedent(
