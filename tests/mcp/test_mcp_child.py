@@ -1,5 +1,5 @@
 """The bridge's own spawn of its server (`mcp_child.spawn_server`: fork and exec by hand,
-so that nothing but ``os`` and ``ctypes`` loads before it): what the server gets, and
+so that nothing but ``os`` and ``_ctypes`` loads before it): what the server gets, and
 what becomes of it, with real processes."""
 
 from __future__ import annotations
@@ -7,7 +7,10 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -72,6 +75,29 @@ def test_the_server_gets_its_three_pipes_its_own_session_and_default_signals() -
     assert run_to_end(SIGNALS)[1:] == ["SigBlk:\t0000000000000000", "SigIgn:\t0000000000000000"]
     fds = sorted(int(x) for x in lines[2:])
     assert fds[:3] == [0, 1, 2] and len(fds) <= 4, fds  # (the fourth: ls's own listing)
+
+
+def test_the_server_dies_with_the_bridge() -> None:
+    """Its parent-death signal is SIGKILL, read by the server itself (prctl through
+    ``_ctypes``, as the bridge calls it)."""
+    read = (
+        "import ctypes; v = ctypes.c_int(); "
+        "ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); print(v.value)"  # GET_PDEATHSIG
+    )
+    assert run_to_end([sys.executable, "-I", "-c", read])[1:] == [str(int(signal.SIGKILL))]
+
+
+def test_the_guarded_bridge_is_not_dumpable_and_a_refused_prctl_says_its_errno() -> None:
+    check = (
+        "from worker_runtime.bridges.mcp_child import _errno, _prctl, guard_self; "
+        "print(_prctl(3, 0)); guard_self(); print(_prctl(3, 0)); "  # PR_GET_DUMPABLE
+        "print(_prctl(4, 7), _errno())"  # PR_SET_DUMPABLE 7: EINVAL
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", check], env={"PYTHONPATH": root}, capture_output=True
+    )
+    assert out.stdout.decode().split() == ["1", "0", "-1", str(errno.EINVAL)], out
 
 
 def test_a_program_that_cannot_run_is_an_oserror_with_its_errno() -> None:

@@ -19,15 +19,16 @@ the bridge is closed here:
   bridge holds; everything on its stdout is judged by `McpClient` (a bad line is fatal).
 
 The bridge's entry (`mcp_boot`) starts the server before anything else loads, so this
-module imports only what the spawn needs: ``os``, ``ctypes`` and ``_signal`` (the C module
-under ``signal``, whose enums alone cost ~10 ms of the start), not ``subprocess`` (~40 ms
-under load). The spawn is ``fork`` and ``exec`` with what `subprocess.Popen` would do for
+module imports only what the spawn needs: ``os``, ``_ctypes`` and ``_signal`` (the C
+modules under ``ctypes`` and ``signal``: ``ctypes`` itself costs ~5 ms of the start idle
+and tens under load, ``signal``'s enums ~10 ms), not ``subprocess`` (~40 ms under load).
+The spawn is ``fork`` and ``exec`` with what `subprocess.Popen` would do for
 ``start_new_session=True, close_fds=True, restore_signals=True`` and a ``preexec_fn``.
 """
 
 from __future__ import annotations
 
-import ctypes
+import _ctypes
 import os
 import time
 
@@ -35,8 +36,12 @@ TYPE_CHECKING = False  # typing's own costs an import; mypy reads any TYPE_CHECK
 if TYPE_CHECKING:
     import signal as _signal  # the same functions and constants, typed (`_signal` has no stub)
     from collections.abc import Sequence
+
+    _SimpleInt = _ctypes._SimpleCData[int]
 else:
     import _signal
+
+    _SimpleInt = _ctypes._SimpleCData
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -48,13 +53,31 @@ IGNORED = tuple(getattr(_signal, f"SIG{n}") for n in _NAMES.split() if hasattr(_
 EXIT_SETUP = 127
 
 
-#: libc, opened once: the child calls it between fork and exec, where a ``dlopen`` could
-#: wait forever on a lock another thread (the network forwarder's) held at the fork.
-_LIBC = ctypes.CDLL(None, use_errno=True)
+class _CInt(_SimpleInt):
+    _type_ = "i"
+
+
+class _LibcFunction(_ctypes.CFuncPtr):
+    """A libc function returning an int, with its errno kept: what
+    ``ctypes.CDLL(None, use_errno=True).NAME`` is, without importing ``ctypes``."""
+
+    _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+    _restype_ = _CInt
+
+
+#: prctl, looked up once: the child calls it between fork and exec, where a ``dlopen``
+#: could wait forever on a lock another thread (the network forwarder's) held at the fork.
+# None: the program and its libraries, libc among them (the stub wants a path)
+_LIBC = _ctypes.dlopen(None, os.RTLD_LOCAL)  # type: ignore[arg-type]
+_PRCTL = _LibcFunction(_ctypes.dlsym(_LIBC, "prctl"))
 
 
 def _prctl(option: int, arg: int) -> int:
-    return int(_LIBC.prctl(option, arg, 0, 0, 0))
+    return int(_PRCTL(option, arg, 0, 0, 0))
+
+
+def _errno() -> int:
+    return int(_ctypes.get_errno())
 
 
 #: Set by ``scripts/bench_mcp.py --hops``: the bridge writes when it reaches each step.
@@ -92,7 +115,7 @@ def guard_self() -> None:
     """Make the bridge non-dumpable and deaf to catchable signals; raises if the kernel
     refuses (the bridge must not run unprotected)."""
     if _prctl(PR_SET_DUMPABLE, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+        raise OSError(_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
     for sig in IGNORED:
         _signal.signal(sig, _signal.SIG_IGN)
 
@@ -169,7 +192,7 @@ def _exec_child(argv: list[str], stdio: tuple[int, int, int], failed: int, paren
         _signal.pthread_sigmask(_signal.SIG_SETMASK, ())  # and a blocked one stays blocked
         step = "prctl(PR_SET_PDEATHSIG)"
         if _prctl(PR_SET_PDEATHSIG, int(_signal.SIGKILL)) != 0:
-            raise OSError(ctypes.get_errno(), step)
+            raise OSError(_errno(), step)
         if os.getppid() != parent:  # the bridge died before the prctl
             os._exit(EXIT_SETUP)
         try:
