@@ -215,15 +215,17 @@ class WorkerDriver:
             line = lines.next_line()
             if line is None:
                 data = os.read(self._fd_in, READ_CHUNK)
-                if data:
-                    lines.feed(data)
-                    continue
-                lines.feed_eof()
-                line = lines.next_line()
-                if line is None:
-                    with self._lock:
-                        conn.receive_eof()  # raises: EOF before close
-                    _park_forever()  # not reached: nothing is read after close
+                if not data:
+                    lines.feed_eof()
+                    line = lines.next_line()
+                    if line is None:
+                        with self._lock:
+                            conn.receive_eof()  # raises: EOF before close
+                        _park_forever()  # not reached: nothing is read after close
+                else:
+                    line = lines.feed_line(data)  # one whole frame: at once
+                    if line is None:
+                        continue
             with self._lock:
                 event = conn.receive(line)
                 job = self._handle(conn, event)

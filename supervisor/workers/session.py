@@ -589,11 +589,11 @@ class Session:
                     continue
                 if not data:
                     reader.feed_eof()
-                    self._take_lines(reader)
+                    self._take_lines(reader, reader.next_line())
                     await self._on_eof()
                     return
-                reader.feed(data)
-                self._take_lines(reader)
+                line = reader.feed_line(data)
+                self._take_lines(reader, reader.next_line() if line is None else line)
                 if self.state == "dead":
                     return
         except ProtocolError as exc:
@@ -602,19 +602,19 @@ class Session:
             if self.state != "dead":
                 await self._exit_reason_or("eof")
 
-    def _take_lines(self, reader: LineReader) -> None:
+    def _take_lines(self, reader: LineReader, line: bytes | None) -> None:
+        """Handle ``line`` and every further line ``reader`` holds; what the calls send
+        meanwhile leaves in one write."""
         receive = self.conn.receive
         route = self._route
         batch: list[bytes] = []
         self._batch = batch
         try:
-            while self.state != "dead":
-                line = reader.next_line()
-                if line is None:
-                    break
+            while line is not None and self.state != "dead":
                 event = receive(line)
                 if event is not None:
                     route(event)
+                line = reader.next_line()
         finally:
             self._batch = None
             if batch and self.state != "dead":

@@ -208,6 +208,23 @@ class LineReader:
                 return
             partial += rest
 
+    def feed_line(self, data: bytes) -> bytes | None:
+        """`feed`, with the common case of one read taken at once: when ``data`` is
+        exactly one whole line within the limit and nothing is held, that line (without
+        its LF) is returned instead of queued. Otherwise None: take lines with
+        `next_line` as after `feed`."""
+        end = len(data) - 1
+        if (
+            0 <= end <= self._limit
+            and data.find(b"\n") == end
+            and not self._partial
+            and not self._ready
+            and not self._failed
+        ):
+            return data[:end]
+        self.feed(data)
+        return None
+
     def feed_eof(self) -> None:
         """The stream ended: an incomplete line becomes an error after the complete ones."""
         if not self._failed and self._partial:

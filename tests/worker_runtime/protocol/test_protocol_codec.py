@@ -23,6 +23,7 @@ from worker_runtime.protocol.errors import (
     LineTooLong,
     MalformedBody,
     MalformedFrame,
+    ProtocolError,
     Refused,
     TagMismatch,
     TruncatedBootstrap,
@@ -333,6 +334,36 @@ def test_line_reader_reassembles_lines_across_chunks() -> None:
         got.append(line)
     assert got == [b"abc", b"def", b"", b"xyz"]
     assert reader.buffered == 0
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"one\n"],  # the common case: taken at once
+        [b"0123456789\n"],  # exactly the limit
+        [b"01234567890\n"],  # one over: the defect, as feed gives it
+        [b"one\ntwo\n"],  # two lines: queued
+        [b"on", b"e\n"],  # the rest of a held line: queued
+        [b"one\n", b"two"],  # a partial line: queued
+        [b""],  # nothing
+        [b"01234567890", b"x\n"],  # after a defect: nothing more
+    ],
+)
+def test_feed_line_gives_what_feed_gives(chunks: list[bytes]) -> None:
+    def lines(reader: LineReader, take_at_once: bool) -> list[bytes | str]:
+        out: list[bytes | str] = []
+        for chunk in chunks:
+            line = reader.feed_line(chunk) if take_at_once else (reader.feed(chunk) or None)
+            try:
+                while line is not None or (line := reader.next_line()) is not None:
+                    out.append(line)
+                    line = None
+            except ProtocolError as exc:
+                out.append(type(exc).__name__)
+        return out
+
+    assert lines(LineReader(limit=10), True) == lines(LineReader(limit=10), False)
+    assert LineReader(limit=10).feed_line(b"one\n") == b"one"
 
 
 def test_line_reader_fails_at_limit_plus_one_without_a_line_feed() -> None:
