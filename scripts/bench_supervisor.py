@@ -183,7 +183,30 @@ def supervisor_invoke(sup: Supervisor) -> Invoke:
     return invoke
 
 
-def echo_baseline(n: int) -> list[float]:
+def on_cpu(pids: list[int]) -> float:
+    """Seconds on a CPU so far of every thread of ``pids``: the scheduler's own count
+    (``schedstat``, to the nanosecond; ``cpu_times`` counts in 10 ms ticks)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0])
+    return total / 1e9
+
+
+class RoundTrips:
+    """One round of round trips: the samples, and over them the host's CPU (the thread
+    or process that drove them) and the other side's (None: its process changed)."""
+
+    def __init__(self, samples: list[float], host_cpu: float, peer_cpu: float | None) -> None:
+        self.samples = samples
+        self.host_cpu = host_cpu / len(samples)
+        self.peer_cpu = None if peer_cpu is None else peer_cpu / len(samples)
+        self.mean = sum(samples) / len(samples)
+
+
+def echo_baseline(n: int) -> RoundTrips:
     """Round trips of one JSON line through a second Python process over raw pipes."""
     child = subprocess.Popen(
         [sys.executable, "-c", ECHO_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -192,47 +215,78 @@ def echo_baseline(n: int) -> list[float]:
     line = json.dumps({"tool": "text.upper", "value": "hi"}).encode() + b"\n"
     samples = []
     for i in range(n + 200):
+        if i == 200:
+            host, peer = time.thread_time(), on_cpu([child.pid])
         start = time.perf_counter()
         child.stdin.write(line)
         child.stdin.flush()
         json.loads(child.stdout.readline())
         if i >= 200:
             samples.append(time.perf_counter() - start)
+    host, peer = time.thread_time() - host, on_cpu([child.pid]) - peer
     child.stdin.close()
     child.wait()
-    return samples
+    return RoundTrips(samples, host, peer)
 
 
-async def round_trips(sup: Supervisor, n: int) -> list[float]:
+def sandbox_pids(sup: Supervisor) -> list[int]:
+    """Every process of the supervisor's (one) session's sandbox."""
+    (session,) = sup.pool.sessions
+    assert session.pid is not None
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(session.pid)
+        return [root.pid, *(child.pid for child in root.children(recursive=True))]
+    return []
+
+
+async def round_trips(sup: Supervisor, n: int) -> RoundTrips:
     for _ in range(100):
         await sup.invoke("text.upper", "hi")
     samples = []
+    pids = sandbox_pids(sup)
+    host, peer = time.process_time(), on_cpu(pids)
     for _ in range(n):
         start = time.perf_counter()
         out = await sup.invoke("text.upper", "hi")
         samples.append(time.perf_counter() - start)
         assert out.status == "completed"
-    return samples
+    host, peer = time.process_time() - host, on_cpu(pids) - peer
+    return RoundTrips(samples, host, peer if sandbox_pids(sup) == pids else None)
 
 
 async def bench_round_trip(n: int, rounds: int) -> None:
-    """Interleave the baseline and ours, several rounds; compare medians of the rounds."""
-    ours_p50, base_p50, ours_p99 = [], [], []
+    """Interleave the baseline and ours, several rounds; compare medians of the rounds.
+    For information, where the time of a round trip goes (means per call, medians of
+    the rounds): each side's CPU, and the rest (waiting for a CPU, waking up)."""
+    base_rounds, ours_rounds = [], []
     async with Supervisor(adapters=ADAPTERS, pool_size=1, ping_interval=None) as sup:
         for _ in range(rounds):
-            base = await trio.to_thread.run_sync(echo_baseline, n)
-            ours = await round_trips(sup, n)
-            base_p50.append(pct(base, 0.5))
-            ours_p50.append(pct(ours, 0.5))
-            ours_p99.append(pct(ours, 0.99))
-    base_us = statistics.median(base_p50) * 1e6
-    ours_us = statistics.median(ours_p50) * 1e6
+            base_rounds.append(await trio.to_thread.run_sync(echo_baseline, n))
+            ours_rounds.append(await round_trips(sup, n))
+    med = statistics.median
+    base_us = med(pct(r.samples, 0.5) for r in base_rounds) * 1e6
+    ours_us = med(pct(r.samples, 0.5) for r in ours_rounds) * 1e6
     ratio = ours_us / base_us
     report(
         "warm invoke round trip",
-        f"p50 {ours_us:.0f} us, p99 {statistics.median(ours_p99) * 1e6:.0f} us; raw-pipe "
-        f"echo p50 {base_us:.0f} us; ratio {ratio:.1f}x (target <= 2x)",
+        f"p50 {ours_us:.0f} us, p99 {med(pct(r.samples, 0.99) for r in ours_rounds) * 1e6:.0f} "
+        f"us; raw-pipe echo p50 {base_us:.0f} us; ratio {ratio:.1f}x (target <= 2x)",
         ratio <= 2,
+    )
+
+    def where(rounds: list[RoundTrips]) -> str:
+        host = med(r.host_cpu for r in rounds) * 1e6
+        peers = [r.peer_cpu for r in rounds if r.peer_cpu is not None]
+        if not peers:
+            return f"host CPU {host:.0f} us (the worker was replaced in every round)"
+        peer = med(peers) * 1e6
+        rest = med(r.mean for r in rounds) * 1e6 - host - peer
+        return f"host CPU {host:.0f} us, other side {peer:.0f} us, the rest {rest:.0f} us"
+
+    print(
+        f"      a round trip's mean per call: sandvisor {where(ours_rounds)}; the echo "
+        f"{where(base_rounds)}",
+        flush=True,
     )
 
 
@@ -414,7 +468,7 @@ async def bench_kill_latency(samples: int) -> None:
 
 
 async def bench_cancel_ack(samples: int) -> None:
-    base = pct(await trio.to_thread.run_sync(echo_baseline, 1000), 0.5)
+    base = pct((await trio.to_thread.run_sync(echo_baseline, 1000)).samples, 0.5)
     latencies = []
     async with Supervisor(adapters=ADAPTERS, pool_size=1, ping_interval=None) as sup:
         for _ in range(samples):
