@@ -151,7 +151,7 @@ class AuditTrail:
     newest event's hash) and ``events`` chain what was deferred first.
     """
 
-    __slots__ = ("_head", "_ring", "_unchained", "seq", "subscribers")
+    __slots__ = ("_chained", "_head", "_ring", "_unchained", "seq", "subscribers")
 
     def __init__(self, capacity: int = DEFAULT_RING) -> None:
         if type(capacity) is not int or not 1 <= capacity <= MAX_RING:
@@ -160,6 +160,7 @@ class AuditTrail:
         self.subscribers: list[AuditSubscriber] = []
         self.seq = 0
         self._head = GENESIS_HASH
+        self._chained = 0  # the seq of the newest event built and hashed
         #: Events recorded but not built yet: every field but ``seq``, ``prev_hash`` and
         #: ``hash`` (they follow from the order), oldest first.
         self._unchained: list[tuple[float, int, str, int, int, str, int, int, str, str | None]]
@@ -177,7 +178,7 @@ class AuditTrail:
         if self._unchained:
             self._chain()
         self._ring.extend(tail)
-        self.seq = seq
+        self.seq = self._chained = seq
         self._head = head
 
     def record(
@@ -218,7 +219,7 @@ class AuditTrail:
         if persist is not None:
             persist(event)
         self._ring.append(event)
-        self.seq = seq
+        self.seq = self._chained = seq
         self._head = event.hash
         return event
 
@@ -252,12 +253,11 @@ class AuditTrail:
                 digest,
                 persist,
             )
-        unchained = self._unchained
-        unchained.append(
+        self._unchained.append(
             (time, op_id, tool, call_index, attempt, kind, bytes_in, bytes_out, detail, digest)
         )
-        self.seq += 1
-        if len(unchained) >= MAX_UNCHAINED:
+        self.seq = seq = self.seq + 1
+        if seq - self._chained >= MAX_UNCHAINED:
             self._chain()
         return None
 
@@ -301,6 +301,7 @@ class AuditTrail:
                 ring.append(AuditEvent(*fields, hashed))
             prev = hashed
         self._head = prev
+        self._chained = seq
 
     def notify(self, event: AuditEvent) -> None:
         for subscriber in tuple(self.subscribers):  # one may unsubscribe while notified

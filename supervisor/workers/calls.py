@@ -87,7 +87,7 @@ class CallPool(Protocol):
 
     def withdraw(self, taker: Call) -> None: ...
 
-    def release(self, session: Session) -> None: ...
+    def release(self, session: Session, now: float | None = None) -> None: ...
 
     def retire(self, session: Session) -> None: ...
 
@@ -232,11 +232,10 @@ class Call(CallLifecycle):
 
     # -- in line for a slot -----------------------------------------------------------------
 
-    def queue(self) -> None:
+    def queue(self, now: float) -> None:
         """Take a free slot at once, or wait in line (bounded by the wait's limit and the
-        deadline)."""
+        deadline). ``now``: the loop's clock."""
         host = self.host
-        now = host.now()
         if self.pool.give_now(self, now) or self.state != QUEUED:
             return
         until = now + host.acquire_timeout
@@ -252,10 +251,10 @@ class Call(CallLifecycle):
         """In line for a slot (the pool skips a call that is not any more)."""
         return self.state == QUEUED
 
-    def take_slot(self, session: Session) -> bool:
-        """The pool hands over a slot: claim (the first attempt) and queue the ``invoke``
-        on ``session``. False if the call did not use it (it is resolved, or the session
-        is used up and the call stays in line)."""
+    def take_slot(self, session: Session, now: float) -> bool:
+        """The pool hands over a slot at ``now``: claim (the first attempt) and queue the
+        ``invoke`` on ``session``. False if the call did not use it (it is resolved, or
+        the session is used up and the call stays in line)."""
         ledger = self.host.ledger
         if not self.claimed:
             try:
@@ -301,7 +300,7 @@ class Call(CallLifecycle):
             host.disarm(self)
         self.session = session
         self.holding = True
-        self.dispatched_at = host.now()
+        self.dispatched_at = now
         self.happen(SLOT)
         return True
 
@@ -344,7 +343,7 @@ class Call(CallLifecycle):
             self._ledger_refused_end(exc, RESULT)
         else:
             self._resolve(RESULT, outcome)
-        self._release()
+        self._release(now)
 
     def on_error(self, code: str, message: str, retryable: bool, size: int, now: float) -> None:
         if self.judge("error", now) == "late":
@@ -357,7 +356,7 @@ class Call(CallLifecycle):
         if retryable and self.attempt < self.max_attempts and self.state == DISPATCHED:
             self.error = message
             self.happen(RETRYABLE)
-            self._release()
+            self._release(now)
             wait = self.host.retry_backoff * 2 ** max(0, self.attempt - 1)
             at = now + wait
             if self.deadline is not None and self.deadline < at:
@@ -371,7 +370,7 @@ class Call(CallLifecycle):
             self._ledger_refused_end(exc, ERROR)
         else:
             self._resolve(ERROR, outcome)
-        self._release()
+        self._release(now)
 
     def on_acknowledged(self, now: float) -> None:
         """The adapter stopped (``cancelled``, or ``timed_out`` past the deadline: the
@@ -387,14 +386,14 @@ class Call(CallLifecycle):
             self._ledger_refused_end(exc, ACKNOWLEDGED)
         else:
             self._resolve(ACKNOWLEDGED, outcome)
-        self._release()
+        self._release(now)
 
     def on_killed(self, reason: str, now: float) -> None:
         """The session died under the call: indeterminate, with its kill reason."""
         self.ended_at = now
         self.killed_session = True
         self._mark_indeterminate(KILLED, reason)
-        self._release()
+        self._release(now)
 
     def _late(self, now: float) -> None:
         """A result or error at or after the deadline: never exposed; the session that
@@ -405,7 +404,7 @@ class Call(CallLifecycle):
         session = self.session
         assert session is not None
         session.kill("deadline")
-        self._release()
+        self._release(now)
 
     def _ledger_refused_end(self, exc: LedgerError, happening: Happening) -> None:
         if isinstance(exc, AlreadyCompleted | OperationIndeterminate):
@@ -414,13 +413,13 @@ class Call(CallLifecycle):
             log.error("op %s: the ledger refused the end %s: %s", self.op_id, happening, exc)
             self._mark_indeterminate(happening, f"ledger:{type(exc).__name__}")
 
-    def _release(self) -> None:
+    def _release(self, now: float) -> None:
         """The slot goes back to the pool (the next call in line may take it now)."""
         if self.holding:
             self.holding = False
             session = self.session
             assert session is not None
-            self.pool.release(session)
+            self.pool.release(session, now)
 
     # -- cancellation and time ---------------------------------------------------------------
 
@@ -498,7 +497,7 @@ class Call(CallLifecycle):
         self.attempt = invocation.attempt
         self.rid = None
         self.happen(RETRY)
-        self.queue()
+        self.queue(self.host.now())
 
     # -- resolution ----------------------------------------------------------------------------
 

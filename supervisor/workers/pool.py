@@ -47,8 +47,9 @@ class SlotTaker(Protocol):
         """Still in line (one that is not is skipped)."""
         ...
 
-    def take_slot(self, session: Session) -> bool:
-        """Use a slot of ``session``; False if it did not (the slot goes on)."""
+    def take_slot(self, session: Session, now: float) -> bool:
+        """Use a slot of ``session`` (``now``: the loop's clock); False if it did not
+        (the slot goes on)."""
         ...
 
     def fail_slot(self, why: str) -> None:
@@ -70,7 +71,7 @@ class _Waiter:
     def waiting(self) -> bool:
         return self.session is None and self.error is None
 
-    def take_slot(self, session: Session) -> bool:
+    def take_slot(self, session: Session, now: float) -> bool:
         self.session = session
         self.event.set()
         return True
@@ -178,9 +179,9 @@ class Pool:
             session = self._take_free(now)
             if session is None:
                 return False
-            if taker.take_slot(session):
+            if taker.take_slot(session, now):
                 return True
-            self.release(session)  # not used: free again (or retired)
+            self.release(session, now)  # not used: free again (or retired)
         return False
 
     def wait_in_line(self, taker: SlotTaker) -> None:
@@ -232,16 +233,19 @@ class Pool:
         waiter.error = "timed out"
         raise WorkerUnavailable(self.unavailable())
 
-    def release(self, session: Session) -> None:
-        """Give a slot back; retire or replace the session as needed."""
+    def release(self, session: Session, now: float | None = None) -> None:
+        """Give a slot back; retire or replace the session as needed. ``now``: the loop's
+        clock, if the caller has read it already."""
         self._load[session] = self._load.get(session, 1) - 1
         if session.state != "ready" or session in self._retiring:  # dead, failing, closing
             self._maybe_close_retired(session)
             return
-        if self._should_retire(session):
+        if now is None:
+            now = self._now()
+        if self._should_retire(session, now):
             self._retire(session)
             return
-        self._offer(session)
+        self._offer(session, now)
 
     def retire(self, session: Session) -> None:
         """Take a session out of rotation (e.g. it refused a call); closed once idle."""
@@ -267,7 +271,7 @@ class Pool:
         if leases >= self.max_calls:
             self._retire(session)
 
-    def _offer(self, session: Session) -> None:
+    def _offer(self, session: Session, now: float) -> None:
         """One free slot of ``session``: to the first taker in line (in this step), else
         to the free list."""
         waiters = self._waiters
@@ -276,7 +280,7 @@ class Pool:
             if not taker.waiting:
                 continue
             self._lease(session)
-            if taker.take_slot(session):
+            if taker.take_slot(session, now):
                 return
             self._load[session] -= 1  # not used
             if taker.waiting:  # the session could not take it: the taker keeps its place
@@ -286,10 +290,10 @@ class Pool:
                 return
         self._free.append(session)
 
-    def _should_retire(self, session: Session) -> bool:
+    def _should_retire(self, session: Session, now: float) -> bool:
         if self._leases.get(session, 0) >= self.max_calls:
             return True
-        return self._now() >= session.expires_at - self.retire_margin
+        return now >= session.expires_at - self.retire_margin
 
     def _retire(self, session: Session) -> None:
         self._sessions.discard(session)
@@ -375,7 +379,7 @@ class Pool:
         for _ in range(self.max_in_flight):
             if session not in self._sessions:
                 break
-            self._offer(session)
+            self._offer(session, self._now())
 
     async def _serve(
         self,

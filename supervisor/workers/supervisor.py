@@ -563,7 +563,7 @@ class Supervisor:
         a quick function called with each (redacted) chunk in order. A cancellation
         of the caller becomes a cooperative ``cancel`` (recorded), then propagates."""
         call = self._admit(tool, value, deadline, on_chunk, idempotency_key)
-        call.queue()
+        call.queue(call.created_at)
         return await self._conclude(call)
 
     async def start(
@@ -599,7 +599,7 @@ class Supervisor:
         call = self._admit(tool, value, deadline, on_chunk, idempotency_key)
         assert self._host is not None
         handle = CallHandle(call, self._host.event())
-        call.queue()
+        call.queue(call.created_at)
         return handle
 
     async def drive(self, handle: CallHandle) -> Outcome:
@@ -637,7 +637,9 @@ class Supervisor:
         host = self._host
         assert host is not None
         ledger = host.ledger
-        self._inputs.check(tool, value)
+        inputs = self._inputs
+        if tool in inputs.checked:
+            inputs.check(tool, value)
         journal = self._home[tool].journal if tool in self._home else None
         if journal is not None and journal.full and tool in journal.effectful:
             raise JournalFull(
@@ -698,7 +700,8 @@ class Supervisor:
         if call.outcome is not None:
             return call.outcome
         self._calls.discard(call)
-        outcome = call.build_outcome(self._now())
+        ended = call.ended_at  # the reader's clock reading of the end, if it saw one
+        outcome = call.build_outcome(self._now() if ended is None else ended)
         if self._audit.active:
             self._audit.emit(CallEvent.of(outcome, time=time.time(), ledger_head=call.ledger_head))
         return outcome

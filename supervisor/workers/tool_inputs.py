@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 class InputChecker:
     """One validator per described json tool with a schema, compiled once."""
 
-    __slots__ = ("_broken", "_validators")
+    __slots__ = ("_broken", "_validators", "checked")
 
     def __init__(self, specs: Iterable[ToolSpec]) -> None:
         self._validators: dict[str, SchemaValidator] = {}
@@ -37,6 +37,8 @@ class InputChecker:
                 self._validators[spec.name] = SchemaValidator(spec.schema)
             except Exception as exc:  # an untrusted schema the validator cannot compile
                 self._broken[spec.name] = f"{type(exc).__name__}: {exc}"
+        #: The tools `check` has anything to say about (the others pass as they are).
+        self.checked = frozenset(self._validators) | frozenset(self._broken)
 
     def check(self, tool: str, value: Any) -> None:
         """Raise `InvalidInput` (one line, what is wrong) unless ``value`` fits."""

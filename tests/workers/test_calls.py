@@ -125,9 +125,9 @@ class LinePool:
             return False
         while taker.waiting and self.free:
             session = self.free.popleft()
-            if taker.take_slot(session):  # type: ignore[arg-type]
+            if taker.take_slot(session, now):  # type: ignore[arg-type]
                 return True
-            self.release(session)  # type: ignore[arg-type]
+            self.release(session, now)  # type: ignore[arg-type]
         return False
 
     def wait_in_line(self, taker: Call) -> None:
@@ -137,13 +137,16 @@ class LinePool:
         if taker in self.line:
             self.line.remove(taker)
 
-    def release(self, session: FakeSession) -> None:  # type: ignore[override]
+    def release(  # type: ignore[override]
+        self, session: FakeSession, now: float | None = None
+    ) -> None:
         self.released.append(session.id)
+        now = session.clock.now if now is None else now
         if session.state != "ready" or session.id in self.retired:
             return
         while self.line:  # the next call in line takes it in this very step
             taker = self.line.pop(0)
-            if taker.waiting and taker.take_slot(session):  # type: ignore[arg-type]
+            if taker.waiting and taker.take_slot(session, now):  # type: ignore[arg-type]
                 return
         self.free.append(session)
 
@@ -212,7 +215,7 @@ class Harness:
             on_chunk=on_chunk,
             created_at=self.clock.now,
         )
-        call.queue()
+        call.queue(self.clock.now)
         return call
 
     def tick(self, to: float) -> None:
