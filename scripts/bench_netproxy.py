@@ -5,6 +5,10 @@ A server process on 127.0.0.1 answers ``GET /N`` with N bytes. One client progra
 itself, run three times per round, interleaved:
 
 - **direct**: on the host, no sandbox, no proxy (the baseline);
+- **relay**: on the host, through the least any proxy does: a blocking process that
+  accepts, connects to the server, forwards the request and copies the answer (no
+  sandbox, no policy, no event loop). What the second TCP hop and the copies cost on
+  this host, whoever relays: the floor under the proxied side;
 - **endpoint**: on the host, speaking to the proxy's endpoint socket itself (the proxy's
   share of the cost: no sandbox, no forwarder);
 - **proxied**: in a sandbox whose policy allows the server (by a pinned name), through
@@ -70,24 +74,27 @@ listener = socket.socket()
 listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 listener.bind(("127.0.0.1", 0))
 listener.listen(128)
-print(listener.getsockname()[1], flush=True)
 cache = {}
-def serve(conn):
-    with conn:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return
-            data += chunk
-        size = int(data.split(b" ", 2)[1].rsplit(b"/", 1)[1] or 0)
-        if size not in cache:
-            cache[size] = (b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                           % size) + b"x" * size
-        conn.sendall(cache[size])
-while True:
-    conn, _ = listener.accept()
-    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+def serve():  # threads started once, each accepting: no thread start per connection
+    while True:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            else:
+                size = int(data.split(b" ", 2)[1].rsplit(b"/", 1)[1] or 0)
+                if size not in cache:
+                    cache[size] = (b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
+                                   b"Connection: close\r\n\r\n" % size) + b"x" * size
+                conn.sendall(cache[size])
+for _ in range(8):
+    threading.Thread(target=serve, daemon=True).start()
+print(listener.getsockname()[1], flush=True)
+threading.Event().wait()
 """
 
 CLIENT = r"""
@@ -210,11 +217,57 @@ def client_argv(port: int, runs: int, mode: str, host: str) -> list[str]:
     return [os.path.realpath(sys.executable), "-S", "-c", CLIENT, host, str(port), str(runs), mode]
 
 
+#: The client reads no proxy of the host's environment on the direct and relay sides.
+HOST_ENV = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+
+
 def direct(port: int, runs: int) -> dict[str, float]:
     out = subprocess.run(
-        client_argv(port, runs, "measure", "127.0.0.1"), capture_output=True, text=True, check=True
-    )
+        client_argv(port, runs, "measure", "127.0.0.1"), capture_output=True, text=True,
+        check=True, env=HOST_ENV,
+    )  # fmt: skip
     return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+RELAY = r"""
+import socket, sys
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", 0))
+listener.listen(128)
+print(listener.getsockname()[1], flush=True)
+buffer = bytearray(262144)
+view = memoryview(buffer)
+while True:
+    client, _ = listener.accept()
+    with client:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = client.recv(65536)
+            if not chunk:
+                break
+            head += chunk
+        else:
+            with socket.create_connection(("127.0.0.1", int(sys.argv[1]))) as upstream:
+                upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                upstream.sendall(head)
+                while size := upstream.recv_into(buffer):
+                    client.sendall(view[:size])
+"""
+
+
+def start_relay(port: int) -> tuple[subprocess.Popen[str], int]:
+    """The floor relay (`RELAY`) to the server on ``port``, and the port it listens on."""
+    relay = subprocess.Popen(
+        [sys.executable, "-S", "-c", RELAY, str(port)], stdout=subprocess.PIPE, text=True
+    )
+    assert relay.stdout is not None
+    return relay, int(relay.stdout.readline())
+
+
+def relayed(relay_port: int, runs: int) -> dict[str, float]:
+    """The direct client, through the floor relay (it asks the relay as if the server)."""
+    return direct(relay_port, runs)
 
 
 def endpoint_only(port: int, runs: int) -> dict[str, float]:
@@ -396,36 +449,45 @@ def main() -> None:
             print(f"load average at the end: {_load()}")
             return
         rounds = []
+        relay, relay_port = start_relay(port)
         print(
-            "ms, median of each round's runs; proxied: from a sandbox, through its forwarder "
-            "and the proxy; endpoint: from the host to the proxy's socket (no forwarder)"
+            "ms, median of each round's runs; relay: the floor (a blocking copy loop, no "
+            "policy); proxied: from a sandbox, through its forwarder and the proxy; "
+            "endpoint: from the host to the proxy's socket (no forwarder)"
         )
-        print(f"{'round':>5} | {'1 MiB raw: direct / endpoint / proxied':>38} | "
-              f"{'1 MiB urllib: direct / proxied':>30} | "
+        print(f"{'round':>5} | {'1 MiB raw: direct / relay / endpoint / proxied':>46} | "
+              f"{'1 MiB urllib: direct / relay / proxied':>38} | "
               f"{'set-up: direct / endpoint / proxied':>35}")  # fmt: skip
-        for index in range(args.rounds):
-            sides = [direct(port, args.runs), endpoint_only(port, args.runs)]
-            sides.append(proxied(port, args.runs))
-            d, e, p = sides
-            row = {
-                "raw": (d["download"], e["download"], p["download"]),
-                "urllib": (d["urllib"], p["urllib"]),
-                "setup": (d["setup"], e["setup"], p["setup"]),
-            }
-            rounds.append(row)
-            print(
-                f"{index + 1:>5} | {_ms(row['raw']):>38} | {_ms(row['urllib']):>30} | "
-                f"{_ms(row['setup'], 3):>35}"
-            )
+        try:
+            for index in range(args.rounds):
+                sides = [direct(port, args.runs), relayed(relay_port, args.runs)]
+                sides += [endpoint_only(port, args.runs), proxied(port, args.runs)]
+                d, r, e, p = sides
+                row = {
+                    "raw": (d["download"], r["download"], e["download"], p["download"]),
+                    "urllib": (d["urllib"], r["urllib"], p["urllib"]),
+                    "setup": (d["setup"], e["setup"], p["setup"]),
+                }
+                rounds.append(row)
+                print(
+                    f"{index + 1:>5} | {_ms(row['raw']):>46} | {_ms(row['urllib']):>38} | "
+                    f"{_ms(row['setup'], 3):>35}"
+                )
+        finally:
+            relay.kill()
+            relay.wait()
         med = {
             key: tuple(statistics.median(r[key][i] for r in rounds) for i in range(len(row)))
             for key, row in rounds[0].items()
         }
         raw, url, setup = med["raw"], med["urllib"], med["setup"]
         print("median of rounds:")
-        print(f"  1 MiB download, raw client: {_ratio(raw[0], raw[2])}  (target <= 1.5x); "
-              f"host to the endpoint: {_ratio(raw[0], raw[1])}")  # fmt: skip
-        print(f"  1 MiB download, urllib:     {_ratio(*url)}  (target <= 1.5x)")
+        print(f"  1 MiB download, raw client: {_ratio(raw[0], raw[3])}  (target <= 1.5x); "
+              f"host to the endpoint: {_ratio(raw[0], raw[2])}")  # fmt: skip
+        print(f"  1 MiB download, urllib:     {_ratio(url[0], url[2])}  (target <= 1.5x)")
+        print(f"  the floor relay, raw / urllib: {_ratio(raw[0], raw[1])} / "
+              f"{_ratio(url[0], url[1])}; proxied to the floor: {raw[3] / raw[1]:.2f}x / "
+              f"{url[2] / url[1]:.2f}x")  # fmt: skip
         print(f"  connection set-up:          {_plus(setup[0], setup[2])}  (target <= +2 ms); "
               f"host to the endpoint: {_plus(setup[0], setup[1])}")  # fmt: skip
         if args.downloads_only:
