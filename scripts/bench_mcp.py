@@ -15,8 +15,10 @@ measured in one run, interleaved (the machines are noisy):
    their range (the load of a shared machine drifts within seconds).
 
 ``--start``: only the cold starts; ``--supervisor``: also ``Supervisor(mcp_server=...)``
-from nothing to its first result, in pairs with the SDK client (no target: it runs the
-server twice, once to describe its tools); ``--hops``: where a sandboxed cold start's time goes,
+from nothing to its first result, in pairs with the SDK client (no target: one cold start
+of the server, whose listing sandbox becomes the first session, and the supervisor's own
+start: its spawner's fork server, its ledger);
+``--hops``: where a sandboxed cold start's time goes,
 each step the bridge reports (``SANDVISOR_MCP_HOPS=1`` in its environment: the
 interpreter up, the server spawned, the bridge loaded, ``initialize`` answered, the tools
 listed, the bootstrap read, ``ready`` sent) against the SDK client's steps.
@@ -167,7 +169,7 @@ async def sandboxed_start(launcher: SandboxLauncher, config: SessionConfig) -> d
 
 async def supervisor_start() -> dict[str, float]:
     """``Supervisor(mcp_server=...)`` from nothing to its first ``echo`` result: the
-    server described in a sandbox of its own, then the first session's."""
+    server started once, its tools listed, then that sandbox the first session."""
     start = time.perf_counter()
     async with Supervisor(mcp_server=SERVER, ping_interval=None, start_timeout=30) as sup:
         entered = time.perf_counter()
@@ -241,8 +243,8 @@ async def main(
         mid, low, high = ratios(boxed_w, base_w)
         print(f"Supervisor(mcp_server=...) to the first result: {p50(boxed_w) * 1e3:.1f} ms, "
               f"unsandboxed SDK client {p50(base_w) * 1e3:.1f} ms (medians); paired ratio "
-              f"{mid:.2f}x [{low:.2f}-{high:.2f}] over {starts} pairs (no target: the "
-              f"server runs twice, to describe its tools and for the session)")  # fmt: skip
+              f"{mid:.2f}x [{low:.2f}-{high:.2f}] over {starts} pairs (no target: one cold "
+              f"start and the supervisor's own)")  # fmt: skip
     worst = 0.0
     targets = (("to ready (initialize, tools/list)", "ready"), ("to the first result", "result"))
     for what, key in targets:
