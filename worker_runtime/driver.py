@@ -515,23 +515,25 @@ class WorkerDriver:
     # -- output and death ---------------------------------------------------------------
 
     def _flush(self) -> None:
-        """Write queued frames in order; whoever holds the write lock drains for everyone."""
+        """Write queued frames in order: whoever holds the write lock takes everything
+        queued so far. Every thread that queues a frame flushes after it, so a frame
+        queued while another thread writes leaves with that thread's next flush (or an
+        earlier one): one pass each, no second look."""
         with self._write_lock:
-            while True:
-                with self._lock:
-                    queue = self._queue
-                    if not queue or self._dying:
-                        return
-                    data = queue[0] if len(queue) == 1 else b"".join(queue)
-                    queue.clear()
-                try:
-                    written = os.write(self._fd_out, data)
-                    if written < len(data):
-                        view = memoryview(data)[written:]
-                        while view:
-                            view = view[os.write(self._fd_out, view) :]
-                except OSError as exc:
-                    self._die(f"writing frames to the host failed: {exc}")
+            with self._lock:
+                queue = self._queue
+                if not queue or self._dying:
+                    return
+                data = queue[0] if len(queue) == 1 else b"".join(queue)
+                queue.clear()
+            try:
+                written = os.write(self._fd_out, data)
+                if written < len(data):
+                    view = memoryview(data)[written:]
+                    while view:
+                        view = view[os.write(self._fd_out, view) :]
+            except OSError as exc:
+                self._die(f"writing frames to the host failed: {exc}")
 
     def _die(self, reason: str) -> NoReturn:
         """Fatal: write nothing more, set every token, run abort hooks, exit 2 now."""
