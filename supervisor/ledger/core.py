@@ -157,9 +157,10 @@ class Ledger(LedgerEngine):
             )
         except (payloads.PayloadError, UnicodeEncodeError) as exc:
             raise InvalidInput(f"tool {tool!r}: {payloads.reason(exc)}") from None
-        if len(data) > policy.max_input_bytes:
+        size = len(data)
+        if size > policy.max_input_bytes:
             raise InvalidInput(
-                f"tool {tool!r}: input is {len(data)} bytes, over "
+                f"tool {tool!r}: input is {size} bytes, over "
                 f"max_input_bytes {policy.max_input_bytes}"
             )
         call_index = self._calls.get(tool, 0) + 1
@@ -198,7 +199,7 @@ class Ledger(LedgerEngine):
             digest = record.digest()
             persist = self._persist(record, None)
         event = self._trail.note(
-            wall, op_id, tool, call_index, 0, AuditKind.STARTED, len(data), 0, key, digest, persist
+            wall, op_id, tool, call_index, 0, AuditKind.STARTED, size, 0, key, digest, persist
         )
         self._next_id = op_id + 1
         self._calls[tool] = call_index

@@ -631,7 +631,7 @@ class Call(CallLifecycle):
             bytes_in=bytes_in,
             bytes_out=self.bytes_out,
             queued_s=(ended if started is None else started) - created,
-            run_s=0.0 if started is None else max(0.0, ended - started),
+            run_s=0.0 if started is None or ended < started else ended - started,
             total_s=ended - created,
             peak_memory=peak,
         )

@@ -573,9 +573,10 @@ class Session:
         fd = stream.fileno()
         wait_readable = self._loop.wait_readable
         read = os.read
+        held = False  # part of a frame waits for the rest (the frame timeout runs)
         try:
             while True:
-                if reader.buffered and frame_timeout is not None:
+                if held and frame_timeout is not None:
                     with anyio.move_on_after(frame_timeout) as scope:
                         await wait_readable(fd)
                     if scope.cancelled_caught:
@@ -589,11 +590,16 @@ class Session:
                     continue
                 if not data:
                     reader.feed_eof()
-                    self._take_lines(reader, reader.next_line())
+                    self._take_lines(reader.next_line(), reader)
                     await self._on_eof()
                     return
                 line = reader.feed_line(data)
-                self._take_lines(reader, reader.next_line() if line is None else line)
+                if line is None:
+                    self._take_lines(reader.next_line(), reader)
+                    held = reader.buffered > 0
+                else:  # exactly one whole frame: nothing more is held
+                    self._take_lines(line, None)
+                    held = False
                 if self.state == "dead":
                     return
         except ProtocolError as exc:
@@ -602,9 +608,9 @@ class Session:
             if self.state != "dead":
                 await self._exit_reason_or("eof")
 
-    def _take_lines(self, reader: LineReader, line: bytes | None) -> None:
-        """Handle ``line`` and every further line ``reader`` holds; what the calls send
-        meanwhile leaves in one write."""
+    def _take_lines(self, line: bytes | None, reader: LineReader | None) -> None:
+        """Handle ``line`` and every further line ``reader`` holds (None: it holds none);
+        what the calls send meanwhile leaves in one write."""
         receive = self.conn.receive
         route = self._route
         batch: list[bytes] = []
@@ -614,7 +620,7 @@ class Session:
                 event = receive(line)
                 if event is not None:
                     route(event)
-                line = reader.next_line()
+                line = None if reader is None else reader.next_line()
         finally:
             self._batch = None
             if batch and self.state != "dead":
@@ -645,10 +651,14 @@ class Session:
                     now = self._now()
                     payload = event.payload
                     value = payload.value
+                    if type(value) is str and value.isascii():  # the common case inline
+                        size = len(value)  # (a text payload's value is its only str)
+                    else:
+                        size = payload_size(payload)
                     redact = self.config.redact
                     if redact is not None:
                         value = redact.value(value)
-                    call.on_result(value, payload_size(payload), now)
+                    call.on_result(value, size, now)
             elif kind is ChunkReceived:
                 assert isinstance(event, ChunkReceived)
                 call = self._calls.get(event.rid)

@@ -564,7 +564,14 @@ class Supervisor:
         of the caller becomes a cooperative ``cancel`` (recorded), then propagates."""
         call = self._admit(tool, value, deadline, on_chunk, idempotency_key)
         call.queue(call.created_at)
-        return await self._conclude(call)
+        try:  # `_conclude`'s common case inline: one coroutine less per call
+            await call.done.wait()
+        except BaseException:
+            await self._abandon(call)
+            raise
+        if call.killed_session:
+            return await self._conclude(call)
+        return self._outcome(call)
 
     async def start(
         self,
@@ -688,13 +695,18 @@ class Supervisor:
             if call.killed_session:
                 await call.wait_reaped()
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                call.cancel()
-                await call.done.wait()
-                await call.wait_reaped()
-                self._outcome(call)
+            await self._abandon(call)
             raise
         return self._outcome(call)
+
+    async def _abandon(self, call: Call) -> None:
+        """The call's waiter was cancelled: the call's cooperative cancel, shielded (the
+        grace, then the kill), to its outcome (and audit event)."""
+        with anyio.CancelScope(shield=True):
+            call.cancel()
+            await call.done.wait()
+            await call.wait_reaped()
+            self._outcome(call)
 
     def _outcome(self, call: Call) -> Outcome:
         if call.outcome is not None:
