@@ -3,6 +3,7 @@ and what a hostile server can and cannot do from inside its sandbox."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from pathlib import Path
@@ -181,6 +182,22 @@ async def test_a_supervisor_starts_its_server_once(servers: Servers, tmp_path: P
         assert (out.status, out.value) == ("completed", {"result": "x"}), out
         assert len(list(state.glob("started-*"))) == 1
         assert len(sup.group("default").pool.sessions) == 1
+    assert not running_with(str(state))
+
+
+def test_a_supervisor_starts_its_server_once_under_asyncio(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """The describer's pipes change hands between two waits on them: asyncio's too."""
+    state = sandbox_writable(tmp_path / "state")
+
+    async def run() -> None:
+        async with growing_server(servers, state, pool_size=1) as sup:
+            out = await sup.invoke("echo", {"text": "x"})
+            assert (out.status, out.value) == ("completed", {"result": "x"}), out
+
+    asyncio.run(run())
+    assert len(list(state.glob("started-*"))) == 1
     assert not running_with(str(state))
 
 
