@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from proc_helpers import alive
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = "worker_runtime.examples:registry"
@@ -28,10 +29,11 @@ def fd_count() -> int:
 
 
 def survivors(supervisor: Any) -> dict[str, list[int]]:
-    """Live processes of every sandbox a (closed) supervisor ever started."""
+    """Live processes of every sandbox a (closed) supervisor ever started (not those
+    already exiting: `proc_helpers.dying`)."""
     pool = supervisor.pool
     sessions = list(pool.history) + list(pool.sessions)
-    found = {s.id: s.survivors() for s in sessions}
+    found = {s.id: alive(s.survivors()) for s in sessions}
     return {k: v for k, v in found.items() if v}
 
 

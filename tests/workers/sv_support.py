@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import psutil
+from proc_helpers import alive
 
 from sandbox import SandboxPolicy, python_command
 from sandbox.policy import DEFAULT_ENV
@@ -56,8 +57,8 @@ async def supervisor(*, check_fds: bool = True, **kwargs: Any) -> AsyncIterator[
 def assert_no_survivors(sup: Supervisor) -> None:
     pools = [sup.group(name).pool for name in sup.groups]
     sessions = [s for pool in pools for s in (*pool.history, *pool.sessions)]
-    alive = {s.id: s.survivors() for s in sessions}
-    assert not any(alive.values()), f"sandbox processes survive: {alive}"
+    left = {s.id: alive(s.survivors()) for s in sessions}
+    assert not any(left.values()), f"sandbox processes survive: {left}"
 
 
 def fd_table() -> dict[int, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+from proc_helpers import alive
 from sv_support import check_ledger, ended_session, supervisor
 
 from supervisor.ledger import TimedOut
@@ -28,7 +29,7 @@ async def test_a_stubborn_adapter_is_killed_and_indeterminate() -> None:
         assert (out.status, out.kill_reason) == ("indeterminate", "deadline")
         assert out.termination == "timeout"  # the sandbox's own classification
         dead = await ended_session(sup, out.session_id)
-        assert dead.end_reason == "deadline" and dead.survivors() == []
+        assert dead.end_reason == "deadline" and alive(dead.survivors()) == []
         info = sup.ledger.status(out.op_id)
         assert info.indeterminate and info.outcome is None  # pending, not resolved
         fresh = await sup.invoke("echo", "x")
@@ -103,4 +104,4 @@ async def test_kill_reaps_before_the_outcome_is_returned(grace: float) -> None:
         out = await sup.invoke("hang", "", deadline=0.2)
         assert out.session_id == session.id
         # the outcome comes only once nothing of the sandbox is alive
-        assert session.returncode is not None and session.survivors() == []
+        assert session.returncode is not None and alive(session.survivors()) == []
