@@ -84,24 +84,31 @@ def _detach(keep: int) -> None:
 
 def relay(listener: socket.socket, path: str) -> None:
     """Hand every connection accepted on ``listener`` to the proxy at ``path``: one
-    message, ``PASSED`` with the client's socket (``SCM_RIGHTS``); the proxy then reads
-    and writes that socket itself. Nothing is copied here: a forwarder that relayed the
+    message each, ``PASSED`` with the client's socket (``SCM_RIGHTS``), all on one
+    connection to the proxy (a new one if the proxy ended it); the proxy then reads and
+    writes that socket itself. Nothing is copied here: a forwarder that relayed the
     bytes was one more process to wake for every chunk of every download."""
+    proxy: socket.socket | None = None
     while True:
         try:
             client, _ = listener.accept()
         except OSError:  # out of fds for a moment: the client waits in the backlog
             time.sleep(0.05)
             continue
-        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            upstream.connect(path)
-            socket.send_fds(upstream, [PASSED], [client.fileno()])
-        except OSError:
-            pass  # the client sees its connection end
+            for _ in range(2):  # once more on a new connection if the proxy ended this one
+                try:
+                    if proxy is None:
+                        proxy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                        proxy.connect(path)
+                    socket.send_fds(proxy, [PASSED], [client.fileno()])
+                    break
+                except OSError:
+                    if proxy is not None:
+                        proxy.close()
+                        proxy = None
         finally:
-            client.close()
-            upstream.close()
+            client.close()  # the client sees its connection end if it was not passed
 
 
 def main(argv: list[str]) -> int:

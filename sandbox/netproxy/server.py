@@ -222,27 +222,24 @@ class ProxyServer:
                             raise
                         if endpoint.open_connections >= MAX_OPEN:
                             client.close()
-                            self._emit(
-                                endpoint,
-                                _Record(time.monotonic()),
-                                "connection_cap",
-                                f"{MAX_OPEN} connections of this sandbox are open",
-                            )
+                            self._emit(endpoint, _Record(time.monotonic()), *_cap_reached())
                             continue
                         client.setblocking(False)
                         _grow_send_buffer(client)
-                        connections.start_soon(self._serve, endpoint, client)
+                        connections.start_soon(self._serve, endpoint, client, connections)
         finally:
             listener.close()
             endpoint.close()
 
-    async def _serve(self, endpoint: Endpoint, client: socket.socket) -> None:
+    async def _serve(
+        self, endpoint: Endpoint, client: socket.socket, connections: anyio.abc.TaskGroup
+    ) -> None:
         record = _Record(time.monotonic())
         endpoint.open_connections += 1
         upstream: socket.socket | None = None
         try:
             handshake = Handshake()
-            step, client = await self._read_target(handshake, client, record)
+            step, client = await self._read_target(endpoint, handshake, client, record, connections)
             if isinstance(step, Failed):
                 await _send_quietly(client, step.reply)
                 return self._emit(endpoint, record, step.reason, step.detail)
@@ -287,14 +284,29 @@ class ProxyServer:
                 upstream.close()
 
     async def _read_target(
-        self, handshake: Handshake, client: socket.socket, record: _Record
+        self,
+        endpoint: Endpoint,
+        handshake: Handshake,
+        client: socket.socket,
+        record: _Record,
+        connections: anyio.abc.TaskGroup,
     ) -> tuple[Target | Failed, socket.socket]:
         """The target, and the socket to serve: the connection itself, or the client's
-        own socket if the sandbox's forwarder passed it (see `_first_message`)."""
+        own socket if the sandbox's forwarder passed it (see `_first_message`; the
+        forwarder's connection then carries its next clients, `_carry`)."""
         with anyio.move_on_after(self.handshake_timeout):
-            data, client, refused = await _first_message(client)
+            data, passed, refused = await _first_message(client)
             if refused is not None:
                 return refused, client
+            if passed is not None:  # the connection goes to `_carry` (detached: not closed here)
+                carrier = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, client.detach())
+                connections.start_soon(self._carry, endpoint, carrier, connections)
+                client = passed
+                try:
+                    data = await _recv(client)
+                except BaseException:
+                    passed.close()
+                    raise
             step = handshake.receive(data)
             while isinstance(step, NeedData):
                 if step.reply:
@@ -303,6 +315,32 @@ class ProxyServer:
                 step = handshake.receive(data)
             return step, client
         return handshake.time_out(), client
+
+    async def _carry(
+        self, endpoint: Endpoint, conn: socket.socket, connections: anyio.abc.TaskGroup
+    ) -> None:
+        """The forwarder's connection after its first client: each further message passes
+        one more client socket, served like the first; anything else ends it. One
+        connection for all of a sandbox's clients: no connect and accept per client."""
+        endpoint.open_connections += 1
+        try:
+            while True:
+                data, fds = await _recv_fds(conn, 1)  # one message: one byte, one socket
+                if not data and not fds:
+                    return
+                passed = _passed_socket(data, fds)
+                if passed is None:
+                    return self._emit(endpoint, _Record(time.monotonic()), *_PASSED_WRONG)
+                if endpoint.open_connections >= MAX_OPEN:
+                    passed.close()
+                    self._emit(endpoint, _Record(time.monotonic()), *_cap_reached())
+                    continue
+                connections.start_soon(self._serve, endpoint, passed, connections)
+        except OSError:  # the forwarder went away
+            return
+        finally:
+            endpoint.open_connections -= 1
+            conn.close()
 
     def _admit(
         self, endpoint: Endpoint, tags: Sequence[CallTag]
@@ -424,33 +462,55 @@ PASSED = b"\x00"
 
 async def _first_message(
     conn: socket.socket,
-) -> tuple[bytes, socket.socket, Failed | None]:
+) -> tuple[bytes, socket.socket | None, Failed | None]:
     """The connection's first bytes; or, from the sandbox's forwarder, ``PASSED`` with
     the socket its client connected on (``SCM_RIGHTS``): the proxy then serves that
     socket itself, and the forwarder copies nothing (one process less on every chunk's
     way). Only a TCP stream socket is taken; anything else is refused."""
+    data, fds = await _recv_fds(conn, 65536)
+    if not fds:
+        return data, None, None
+    passed = _passed_socket(data, fds)
+    if passed is None:
+        return b"", None, Failed(*_PASSED_WRONG, b"")
+    return b"", passed, None
+
+
+async def _recv_fds(conn: socket.socket, size: int) -> tuple[bytes, list[int]]:
+    """Bytes and at most one passed fd (more are closed by the kernel); nothing at the end."""
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(conn, 65536, 1, _NOWAIT)
+            data, fds, _, _ = socket.recv_fds(conn, size, 1, _NOWAIT)
         except BlockingIOError:
             await anyio.wait_readable(conn)
             continue
         except ConnectionResetError:
-            return b"", conn, None
-        break
-    if not fds:
-        return data, conn, None
-    passed = _tcp_socket(fds[0])
+            return b"", []
+        return data, fds
+
+
+#: A message of the forwarder's that does not pass one TCP socket.
+_PASSED_WRONG = ("bad_request", "the sandbox passed something else than its client's TCP socket")
+
+
+def _cap_reached() -> tuple[str, str]:
+    return "connection_cap", f"{MAX_OPEN} connections of this sandbox are open"
+
+
+def _passed_socket(data: bytes, fds: list[int]) -> socket.socket | None:
+    """The client's socket the forwarder passed, ready to serve; None (and every fd
+    closed) if the message is anything else."""
+    passed = _tcp_socket(fds[0]) if fds else None
+    for fd in fds[1:]:
+        os.close(fd)
     if passed is None or data != PASSED:
         if passed is not None:
             passed.close()
-        return b"", conn, Failed("bad_request", "the sandbox passed something else than "
-                                 "its client's TCP socket", b"")  # fmt: skip
-    conn.close()
+        return None
     passed.setblocking(False)
     with contextlib.suppress(OSError):  # Nagle would hold an answer's last segment
         passed.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return await _recv(passed), passed, None
+    return passed
 
 
 _CONNECTING = (errno.EINPROGRESS, errno.EALREADY)

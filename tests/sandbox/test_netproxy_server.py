@@ -230,6 +230,49 @@ async def test_a_passed_client_socket_is_served_and_anything_else_refused(proxy:
     assert all("passed something else" in (e.detail or "") for e in events[1:])
 
 
+async def test_one_connection_carries_every_client_the_forwarder_passes(proxy: Proxy) -> None:
+    """The forwarder keeps one connection: each message on it passes one more client's
+    socket, served like the first, two at once included; a message that passes anything
+    else ends the connection (bad_request), and nothing passed is kept open."""
+    with http_server() as port:
+        ep = await proxy.open(f"127.0.0.1:{port}")
+
+        def clients_over_one_connection() -> tuple[list[bytes], bytes]:
+            with socket.create_server(("127.0.0.1", 0)) as listener, unix(ep.socket_path) as conn:
+                pairs = []
+                for _ in range(3):
+                    client = socket.create_connection(listener.getsockname())
+                    accepted, _ = listener.accept()
+                    socket.send_fds(conn, [PASSED], [accepted.fileno()])
+                    accepted.close()
+                    pairs.append(client)
+                for size, client in zip((1000, 2000, 3000), pairs, strict=True):
+                    client.sendall(f"GET http://127.0.0.1:{port}/{size} HTTP/1.1\r\n\r\n".encode())
+                answers = []
+                for client in pairs:
+                    with client:
+                        answers.append(read_all(client))
+                read, write = os.pipe()
+                socket.send_fds(conn, [PASSED], [read])  # not a socket: the carrier ends
+                os.close(read)
+                os.close(write)
+                conn.settimeout(5)
+                return answers, conn.recv(10)
+
+        before = len(os.listdir("/proc/self/fd"))
+        answers, last = await in_thread(clients_over_one_connection)  # type: ignore[misc]
+        events = await proxy.settled(4)
+        assert len(os.listdir("/proc/self/fd")) <= before
+    assert [a.endswith(b"x" * n) and a.startswith(b"HTTP/1.1 200 OK") for a, n in
+            zip(answers, (1000, 2000, 3000), strict=True)] == [True] * 3  # fmt: skip
+    assert last == b""  # the proxy closed the carrier
+    assert (
+        sorted((e.allowed, e.reason) for e in events)
+        == [(False, "bad_request")] + [(True, None)] * 3
+    )
+    assert ep.open_connections == 0
+
+
 async def test_no_call_in_flight_no_connection_and_shared_calls_are_all_named(proxy: Proxy) -> None:
     tags: list[CallTag] = []
     ep = await proxy.open("*", calls=lambda: tags)
