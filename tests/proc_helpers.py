@@ -7,22 +7,27 @@ from collections.abc import Iterable
 
 #: the kernel's flag of a task in do_exit (include/linux/sched.h)
 PF_EXITING = 0x4
+#: SIGKILL's bit in /proc/PID/status's masks of pending signals
+SIGKILL_BIT = 1 << (9 - 1)
 
 
 def dying(pid: int) -> bool:
-    """Whether ``pid`` is gone, a zombie, or exiting: past the point where it runs any code
-    of its own. A pid namespace's init that was SIGKILLed with the rest leaves its cgroup
-    and then stays listed, sleeping, while the kernel reaps the namespace's other
-    processes: a loaded host showed a fork bomb's one 0.16 s after its supervisor closed
-    (the cgroup already empty and removed)."""
+    """Whether ``pid`` is gone, a zombie, exiting, or has a SIGKILL pending: past the
+    point where it runs any code of its own. A pid namespace's init that was SIGKILLed
+    with the rest leaves its cgroup and then stays listed, sleeping, while the kernel
+    reaps the namespace's other processes: a loaded host showed a fork bomb's one 0.16 s
+    after its supervisor closed (the cgroup already empty and removed)."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             text = stat.read()
+        with open(f"/proc/{pid}/status") as status:
+            pending = [line.split()[1] for line in status if line.startswith(("SigPnd", "ShdPnd"))]
     except OSError:
         return True
     fields = text[text.rindex(")") + 2 :].split()  # after the command's name
     state, flags = fields[0], int(fields[6])
-    return state in "ZXx" or bool(flags & PF_EXITING)
+    killed = any(int(mask, 16) & SIGKILL_BIT for mask in pending)
+    return state in "ZXx" or bool(flags & PF_EXITING) or killed
 
 
 def alive(pids: Iterable[int]) -> list[int]:
