@@ -395,7 +395,8 @@ sys.path[:0] = [sys.argv[1], sys.argv[1] + "/scripts"]
 import bench_netproxy as b
 port, runs = int(sys.argv[2]), int(sys.argv[3])
 sides = b.direct(port, runs), b.endpoint_only(port, runs), b.proxied(port, runs)
-print(json.dumps(sides))
+cpu = dict(zip(("connection", "mib"), b.proxy_cpu(port, runs)))
+print(json.dumps([*sides, cpu]))
 """
 
 
@@ -409,26 +410,32 @@ def sides_of(tree: str, port: int, runs: int) -> list[dict[str, float]]:
 
 
 def compare(tree: str, port: int, rounds: int, runs: int) -> None:
-    """Paired rounds of this checkout and ``tree``: the ratios to each one's own direct."""
-    ratios: dict[str, list[tuple[float, float, float, float]]] = {"this": [], tree: []}
+    """Paired rounds of this checkout and ``tree``: the ratios to each one's own direct,
+    and each one's proxy CPU (less sensitive to the machine's load than wall time)."""
+    ratios: dict[str, list[tuple[float, ...]]] = {"this": [], tree: []}
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    print(f"paired with {tree}: proxied/direct raw, urllib; endpoint/direct; set-up ms above")
+    print(
+        f"paired with {tree}: proxied/direct raw, urllib; endpoint/direct; set-up ms above; "
+        "the proxy's CPU ms per connection, per MiB"
+    )
     for index in range(rounds):
         order = ["this", tree] if index % 2 == 0 else [tree, "this"]
         for name in order:
-            d, e, p = sides_of(here if name == "this" else name, port, runs)
+            d, e, p, cpu = sides_of(here if name == "this" else name, port, runs)
             ratios[name].append((
                 p["download"] / d["download"], p["urllib"] / d["urllib"],
                 e["download"] / d["download"], (p["setup"] - d["setup"]) * 1000,
+                cpu["connection"], cpu["mib"],
             ))  # fmt: skip
         print(f"{index + 1:>5} | " + " | ".join(
             f"{name}: " + " ".join(f"{v:.2f}" for v in ratios[name][-1]) for name in ratios
         ))  # fmt: skip
     for name, rows in ratios.items():
-        raw, url, ep, setup = (statistics.median(r[i] for r in rows) for i in range(4))
+        raw, url, ep, setup, conn, mib = (statistics.median(r[i] for r in rows) for i in range(6))
         print(
             f"  {name}: raw {raw:.2f}x, urllib {url:.2f}x, endpoint {ep:.2f}x, "
-            f"set-up +{setup:.2f} ms (medians of {rounds} rounds)"
+            f"set-up +{setup:.2f} ms, CPU {conn:.3f} ms per connection and {mib:.3f} per MiB "
+            f"(medians of {rounds} rounds)"
         )
 
 
