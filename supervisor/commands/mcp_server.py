@@ -23,18 +23,19 @@ import argparse
 import json
 import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from supervisor.ledger import LedgerError, ToolPolicy
-from supervisor.scripted import ScriptedTool
-from supervisor.scripted.contract import ExecResult
-from supervisor.scripted.toolset import DiscoverTool, ScriptTool
 from supervisor.workers.outcome import Outcome
 from supervisor.workers.supervisor import Supervisor, SupervisorError
 from supervisor.workers.tool_callbacks import failure_of
 from worker_runtime.protocol.messages import ToolSpec
+
+if TYPE_CHECKING:  # the scripted shell loads when it is served: `--server` never does
+    from supervisor.scripted import ScriptedTool
+    from supervisor.scripted.contract import ExecResult
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,8 @@ class McpTools:
     def __init__(
         self, scripted: ScriptedTool, sup: Supervisor | None, *, deadline: float | None = None
     ) -> None:
+        from supervisor.scripted.toolset import DiscoverTool, ScriptTool
+
         scripted.compact_prompt = True
         self.scripted = scripted
         self.sup = sup
