@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 import stat
+import time
 from collections.abc import AsyncIterator, Callable
 
 import anyio
@@ -271,6 +272,45 @@ async def test_one_connection_carries_every_client_the_forwarder_passes(proxy: P
         == [(False, "bad_request")] + [(True, None)] * 3
     )
     assert ep.open_connections == 0
+
+
+async def test_a_passed_socket_made_blocking_again_does_not_stall_the_proxy(proxy: Proxy) -> None:
+    """A passed socket shares its file status flags with the sandbox's copy: the sandbox
+    clears O_NONBLOCK after the proxy set it and reads nothing of a 16 MiB answer. Every
+    read and write of the proxy's on it is MSG_DONTWAIT, so its loop still serves
+    another client meanwhile (a blocking send would wait for the reader, and the other
+    client would time out), and the answer is whole once read."""
+    size = 16 << 20
+    with http_server() as port:
+        ep = await proxy.open(f"127.0.0.1:{port}")
+
+        def get(size: int) -> bytes:
+            return f"GET http://127.0.0.1:{port}/{size} HTTP/1.1\r\n\r\n".encode()
+
+        def made_blocking() -> tuple[bytes, bytes]:
+            with socket.create_server(("127.0.0.1", 0)) as listener:
+                client = socket.create_connection(listener.getsockname())
+                copy, _ = listener.accept()  # the sandbox's copy of the passed socket
+            with client, copy, unix(ep.socket_path) as conn:
+                socket.send_fds(conn, [PASSED], [copy.fileno()])
+                until = time.monotonic() + 5
+                while os.get_blocking(copy.fileno()) and time.monotonic() < until:
+                    time.sleep(0.001)  # until the proxy has made it non-blocking
+                os.set_blocking(copy.fileno(), True)  # for the proxy's copy too
+                client.sendall(get(size))
+                time.sleep(0.5)  # the proxy fills the client's buffers, then would block
+                other = http_via(ep.socket_path, get(100))
+                chunks = []
+                while chunk := client.recv(1 << 20):
+                    chunks.append(chunk)
+                return b"".join(chunks), other
+
+        answer, other = await in_thread(made_blocking)  # type: ignore[misc]
+        events = await proxy.settled(2)
+    assert other.startswith(b"HTTP/1.1 200 OK") and other.endswith(b"x" * 100)
+    assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"x" * size)
+    assert [(e.allowed, e.reason) for e in events] == [(True, None)] * 2
+    assert sorted(e.bytes_down for e in events) == sorted((len(answer), len(other)))
 
 
 async def test_no_call_in_flight_no_connection_and_shared_calls_are_all_named(proxy: Proxy) -> None:
