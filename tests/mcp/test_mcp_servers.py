@@ -13,6 +13,7 @@ import psutil
 import pytest
 import trio
 from mcp_fixtures import Servers, sandbox_writable
+from proc_helpers import alive
 
 from sandbox import SandboxPolicy
 from sandbox.policy import Bind
@@ -165,14 +166,14 @@ async def test_a_tools_list_changed_refreshes_the_supervisors_tools(
 
 
 def running_with(marker: str) -> list[int]:
-    """Pids of live processes (not zombies) whose command line names ``marker``."""
+    """Pids of processes that still run code of their own (`proc_helpers.alive`) and
+    whose command line names ``marker``."""
     found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
+    for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
-            cmdline = proc.info["cmdline"] or []
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(marker in a for a in cmdline):
+            if any(marker in a for a in proc.info["cmdline"] or []):
                 found.append(proc.pid)
-    return found
+    return alive(found)
 
 
 async def test_a_supervisor_starts_its_server_once(servers: Servers, tmp_path: Path) -> None:
