@@ -129,7 +129,7 @@ class AuditStream:
 
     def close(self) -> None:
         """Unsubscribe; the iterator ends after the buffered events."""
-        self._hub._streams.discard(self)
+        self._hub.unsubscribe(self)
         self._send.close()
 
     async def __aenter__(self) -> AuditStream:
@@ -161,25 +161,35 @@ class AuditHub:
             self._fd = os.open(
                 os.fspath(log_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
             )
+        #: True when an event would go anywhere (so callers can skip building it); kept
+        #: up to date by every change of the sinks (it is read twice per call).
+        self.active = False
+        self._recount()
+
+    def _recount(self) -> None:
+        self.active = bool(self._fd is not None or self._callbacks or self._streams)
 
     def subscribe(self, capacity: int = DEFAULT_STREAM_CAPACITY) -> AuditStream:
         stream = AuditStream(self, capacity)
         self._streams.add(stream)
+        self._recount()
         return stream
+
+    def unsubscribe(self, stream: AuditStream) -> None:
+        """``stream`` hears no more events (`AuditStream.close` calls this)."""
+        self._streams.discard(stream)
+        self._recount()
 
     def add_callback(self, callback: Callable[[CallEvent], None]) -> Callable[[], None]:
         self._callbacks.append(callback)
+        self._recount()
 
         def remove() -> None:
             if callback in self._callbacks:
                 self._callbacks.remove(callback)
+                self._recount()
 
         return remove
-
-    @property
-    def active(self) -> bool:
-        """True when an event would go anywhere (so callers can skip building it)."""
-        return bool(self._fd is not None or self._callbacks or self._streams)
 
     def add_network_callback(self, callback: Callable[[NetEvent], None]) -> Callable[[], None]:
         """Hear every connection through the network proxy (`NetEvent`)."""
@@ -228,3 +238,4 @@ class AuditHub:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._recount()

@@ -94,6 +94,13 @@ class CallPool(Protocol):
     def unavailable(self) -> str: ...
 
 
+class Audited(Protocol):
+    """Whoever hears call events (`supervisor.workers.call_audit.AuditHub`)."""
+
+    #: Whether anyone does now (then each end notes the ledger's head).
+    active: bool
+
+
 class CallHost:
     """What every call of one supervisor shares: the ledger, the clock and its timers,
     the wait's bound and the retry back-off, and the hooks the supervisor listens on."""
@@ -101,7 +108,7 @@ class CallHost:
     __slots__ = (
         "acquire_timeout",
         "arm",
-        "audited",
+        "audit",
         "disarm",
         "event",
         "ledger",
@@ -120,7 +127,7 @@ class CallHost:
         arm: Callable[[Call, float], None],
         disarm: Callable[[Call], None],
         note_indeterminate: Callable[[Call], None],
-        audited: Callable[[], bool],
+        audit: Audited,
         acquire_timeout: float,
         retry_backoff: float,
         outdated: Callable[[str, Session], bool] = lambda tool, session: False,
@@ -132,8 +139,7 @@ class CallHost:
         self.arm = arm
         self.disarm = disarm
         self.note_indeterminate = note_indeterminate
-        #: Whether anyone hears call events (then each end notes the ledger's head).
-        self.audited = audited
+        self.audit = audit
         self.acquire_timeout = acquire_timeout
         self.retry_backoff = retry_backoff
         #: ``outdated(tool, session)``: the session was granted an earlier listing of the
@@ -556,7 +562,7 @@ class Call(CallLifecycle):
         host = self.host
         if self.timer_at is not None:
             host.disarm(self)
-        if host.audited():
+        if host.audit.active:
             self.ledger_head = host.ledger.audit_head()
         if outcome is None:
             self.status = "indeterminate"

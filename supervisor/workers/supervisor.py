@@ -224,7 +224,6 @@ class Supervisor:
             self._inputs = InputChecker(self._specs.values())
             config = self.config
             ledger = self._ledger = Ledger(config.max_pending, config.ledger_path, clock=now)
-            audit = self._audit
             self._host = CallHost(
                 ledger,
                 now=now,
@@ -232,7 +231,7 @@ class Supervisor:
                 arm=self._arm,
                 disarm=self._timers.cancel,
                 note_indeterminate=self._note_indeterminate,
-                audited=lambda: audit.active,
+                audit=self._audit,
                 outdated=self._outdated,
                 acquire_timeout=self.acquire_timeout,
                 retry_backoff=self.retry_backoff,

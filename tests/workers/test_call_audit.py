@@ -113,3 +113,23 @@ async def test_a_failed_audit_log_stops_new_calls(tmp_path: Path) -> None:
         assert (await sup.invoke("echo", "x")).status == "completed"  # this one is lost
         with pytest.raises(SupervisorError, match="audit log"):
             await sup.invoke("echo", "y")
+
+
+def test_the_hub_is_active_exactly_while_an_event_would_go_somewhere(tmp_path: Path) -> None:
+    hub = AuditHub()
+    assert not hub.active
+    stream = hub.subscribe()
+    assert hub.active
+    stream.close()
+    assert not hub.active
+    remove = hub.add_callback(lambda event: None)
+    assert hub.active
+    remove()
+    remove()  # harmless twice
+    assert not hub.active
+    logged = AuditHub(tmp_path / "audit.jsonl")
+    assert logged.active
+    logged.close()
+    assert not logged.active
+    hub = AuditHub(callbacks=(lambda event: None,))
+    assert hub.active

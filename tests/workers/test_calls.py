@@ -157,6 +157,12 @@ class LinePool:
         return f"no worker became free in time ({len(self.line)} calls waiting)"
 
 
+class Listening:
+    """Call events are heard: each end notes the ledger's head."""
+
+    active = True
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 100.0
@@ -186,7 +192,7 @@ class Harness:
             arm=lambda call, when: self.timers.at(when, call) and None,
             disarm=self.timers.cancel,
             note_indeterminate=lambda call: self.indeterminate.append(call.op_id),
-            audited=lambda: True,
+            audit=Listening(),
             acquire_timeout=WAIT,
             retry_backoff=BACKOFF,
         )
