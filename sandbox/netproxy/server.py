@@ -226,6 +226,7 @@ class ProxyServer:
                             continue
                         client.setblocking(False)
                         _grow_send_buffer(client)
+                        endpoint.open_connections += 1  # now: the next accept may not wait
                         connections.start_soon(self._serve, endpoint, client, connections)
         finally:
             listener.close()
@@ -234,8 +235,8 @@ class ProxyServer:
     async def _serve(
         self, endpoint: Endpoint, client: socket.socket, connections: anyio.abc.TaskGroup
     ) -> None:
+        """One connection, counted in ``open_connections`` by whoever started this."""
         record = _Record(time.monotonic())
-        endpoint.open_connections += 1
         upstream: socket.socket | None = None
         try:
             handshake = Handshake()
@@ -300,6 +301,7 @@ class ProxyServer:
                 return refused, client
             if passed is not None:  # the connection goes to `_carry` (detached: not closed here)
                 carrier = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, client.detach())
+                endpoint.open_connections += 1
                 connections.start_soon(self._carry, endpoint, carrier, connections)
                 client = passed
                 try:
@@ -321,8 +323,9 @@ class ProxyServer:
     ) -> None:
         """The forwarder's connection after its first client: each further message passes
         one more client socket, served like the first; anything else ends it. One
-        connection for all of a sandbox's clients: no connect and accept per client."""
-        endpoint.open_connections += 1
+        connection for all of a sandbox's clients: no connect and accept per client.
+        Each client is counted in ``open_connections`` before the next message is read
+        (queued messages are read without a wait)."""
         try:
             while True:
                 data, fds = await _recv_fds(conn, 1)  # one message: one byte, one socket
@@ -335,6 +338,7 @@ class ProxyServer:
                     passed.close()
                     self._emit(endpoint, _Record(time.monotonic()), *_cap_reached())
                     continue
+                endpoint.open_connections += 1
                 connections.start_soon(self._serve, endpoint, passed, connections)
         except OSError:  # the forwarder went away
             return

@@ -15,6 +15,7 @@ import pytest
 from net_helpers import closed_port, http_server, http_via, read_all, socks5_via, unix
 
 from sandbox.netproxy import NetworkAllowlist
+from sandbox.netproxy import server as server_module
 from sandbox.netproxy.events import NetEvent
 from sandbox.netproxy.server import PASSED, CallTag, Endpoint, ProxyServer
 
@@ -272,6 +273,50 @@ async def test_one_connection_carries_every_client_the_forwarder_passes(proxy: P
         == [(False, "bad_request")] + [(True, None)] * 3
     )
     assert ep.open_connections == 0
+
+
+async def test_a_sandbox_holds_at_most_max_open_connections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seven clients passed at once over one connection, with room for four open (the
+    forwarder's connection is one of them): three are held, the other four closed at
+    once with connection_cap, each counted before the next message is read."""
+    monkeypatch.setattr(server_module, "MAX_OPEN", 4)
+    events: list[NetEvent] = []
+    async with anyio.create_task_group() as group:
+        server = await group.start(ProxyServer(events.append, handshake_timeout=60).run)
+        ep = await server.open(NetworkAllowlist(("*",)))
+
+        def burst() -> list[bytes]:
+            with socket.create_server(("127.0.0.1", 0)) as listener, unix(ep.socket_path) as conn:
+                clients = []
+                for _ in range(7):
+                    clients.append(socket.create_connection(listener.getsockname()))
+                    accepted, _ = listener.accept()
+                    with accepted:
+                        socket.send_fds(conn, [PASSED], [accepted.fileno()])
+                until = time.monotonic() + 10
+                while sum(e.reason == "connection_cap" for e in events) < 4:
+                    assert time.monotonic() < until, events
+                    time.sleep(0.01)
+                ends = []
+                for client in clients:
+                    with client:
+                        client.setblocking(False)
+                        try:
+                            ends.append(client.recv(1))
+                        except BlockingIOError:  # held: nothing said, not closed
+                            ends.append(b"held")
+                return ends
+
+        ends = await in_thread(burst)
+        with anyio.fail_after(10):
+            while ep.open_connections or len(events) < 7:
+                await anyio.sleep(0.01)
+        group.cancel_scope.cancel()
+    assert ends == [b"held"] * 3 + [b""] * 4
+    caps = [e for e in events if e.reason == "connection_cap"]
+    assert len(caps) == 4 and all("4 connections" in (e.detail or "") for e in caps)
 
 
 async def test_a_passed_socket_made_blocking_again_does_not_stall_the_proxy(proxy: Proxy) -> None:
