@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from proc_helpers import alive
+from proc_helpers import alive, dying
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = "worker_runtime.examples:registry"
@@ -50,13 +50,13 @@ def descendants() -> list[psutil.Process]:
 
 
 def still_running(processes: list[tuple[int, float]]) -> list[str]:
-    """Which of these (pid, start time) processes still run, as "pid cmdline" (a pid
-    taken again by a newer process does not count)."""
+    """Which of these (pid, start time) processes still run code of their own, as "pid
+    cmdline" (a pid taken again by a newer process does not count, nor one exiting)."""
     found = []
     for pid, created in processes:
         try:
             proc = psutil.Process(pid)
-            if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.create_time() == created and not dying(pid):
                 found.append(f"{pid} {' '.join(proc.cmdline())[:120]}")
         except psutil.Error:
             continue
