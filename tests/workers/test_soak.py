@@ -101,7 +101,11 @@ async def test_random_cancellations_under_load(monkeypatch: pytest.MonkeyPatch) 
             sup, rng, calls=600, workers=8, crash_rate=0.0, cancel_rate=0.5
         )
         check_invariants(sup, events, 600)
-    assert cancelled > 40 and sum(statuses.values()) + cancelled == 600
+    # A cancel lands mid-call when it comes before the call's end: for the sleeps about
+    # half of them whatever the speed, for quick calls only as often as the host is slow.
+    # On an endlessly fast host 36 of the 600 calls are expected (sd 6, never 15 or fewer
+    # in 2,000 simulated runs; 81% of them 40 or fewer), here 57-66 at load 2.
+    assert cancelled > 15 and sum(statuses.values()) + cancelled == 600
 
 
 @pytest.mark.slow
@@ -124,7 +128,9 @@ async def test_soak(monkeypatch: pytest.MonkeyPatch) -> None:
         )
         check_invariants(sup, events, calls)
         assert statuses["completed"] > calls // 2
-        assert statuses["indeterminate"] > 5 and cancelled > 20
+        # cancels that land mid-call: about 30 of the 250 timed ones even on an endlessly
+        # fast host (see test_random_cancellations_under_load), more on a slower one
+        assert statuses["indeterminate"] > 5 and cancelled > 10
         assert sup.pool.replaced_sessions > 5
     assert_no_survivors(sup)
     assert len(sup.pool.history) >= sup.pool.started_sessions - 2  # two may die unstarted
