@@ -360,8 +360,9 @@ class Ledger(LedgerEngine):
         or ``Denied``; at or after the deadline ``TimedOut``. Terminal either way."""
         op = self._dispatched(op_id, allow_cancel_requested=True)
         entry = self._entry(op)
-        self._refuse_indeterminate(op, "completed; reconcile it instead")
-        if self._late(op):
+        if op.indeterminate:  # checked here first: every call completes, few are refused
+            self._refuse_indeterminate(op, "completed; reconcile it instead")
+        if op.deadline_at is not None and self._late(op):
             return self._time_out(op, "late_result")
         return self._accept(op, entry, value)
 

@@ -325,7 +325,7 @@ class LedgerEngine:
             idempotency_key=op.key,
             stream=op.stream,
             max_output_bytes=op.max_output_bytes,
-            remaining_deadline_ms=self._remaining_ms(op, now),
+            remaining_deadline_ms=None if op.deadline_at is None else self._remaining_ms(op, now),
         )
 
     def _info(self, op: Operation, now: float) -> OperationInfo:
@@ -373,7 +373,7 @@ class LedgerEngine:
             op.attempt,
             0,
             size,
-            digest=self._result_digest(data),
+            digest=None if self._journal is None else result_digest(data),
             terminal=(AuditKind.COMPLETED, data),
         )
         return self._resolve(op, outcome, event)
