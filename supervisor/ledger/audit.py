@@ -141,6 +141,10 @@ def verify_chain(
 
 
 AuditSubscriber = Callable[[AuditEvent], None]
+#: An event's fields but ``seq``, ``prev_hash`` and ``hash``, which follow from its place
+#: in the chain: ``time``, ``op_id``, ``tool``, ``call_index``, ``attempt``, ``kind``,
+#: ``bytes_in``, ``bytes_out``, ``detail``, ``digest``.
+EventBody = tuple[float, int, str, int, int, str, int, int, str, str | None]
 
 
 class AuditTrail:
@@ -161,10 +165,7 @@ class AuditTrail:
         self.seq = 0
         self._head = GENESIS_HASH
         self._chained = 0  # the seq of the newest event built and hashed
-        #: Events recorded but not built yet: every field but ``seq``, ``prev_hash`` and
-        #: ``hash`` (they follow from the order), oldest first.
-        self._unchained: list[tuple[float, int, str, int, int, str, int, int, str, str | None]]
-        self._unchained = []
+        self._unchained: list[EventBody] = []  # recorded, not built yet: oldest first
 
     @property
     def head(self) -> str:
@@ -181,40 +182,13 @@ class AuditTrail:
         self.seq = self._chained = seq
         self._head = head
 
-    def record(
-        self,
-        time: float,
-        op_id: int,
-        tool: str,
-        call_index: int,
-        attempt: int,
-        kind: str,
-        bytes_in: int,
-        bytes_out: int,
-        detail: str,
-        digest: str | None,
-        persist: Callable[[AuditEvent], None] | None,
-    ) -> AuditEvent:
+    def record(self, body: EventBody, persist: Callable[[AuditEvent], None] | None) -> AuditEvent:
         """Chain the next event. ``persist`` (the journal write) runs first: if it raises,
         the chain is left as it was."""
         if self._unchained:
             self._chain()
         seq = self.seq + 1
-        prev = self._head
-        fields = (
-            seq,
-            time,
-            op_id,
-            tool,
-            call_index,
-            attempt,
-            kind,
-            bytes_in,
-            bytes_out,
-            detail,
-            digest,
-            prev,
-        )
+        fields = (seq, *body, self._head)
         event = AuditEvent(*fields, _sha256(_DOMAIN + _encode(fields)).hexdigest())
         if persist is not None:
             persist(event)
@@ -224,38 +198,13 @@ class AuditTrail:
         return event
 
     def note(
-        self,
-        time: float,
-        op_id: int,
-        tool: str,
-        call_index: int,
-        attempt: int,
-        kind: str,
-        bytes_in: int,
-        bytes_out: int,
-        detail: str,
-        digest: str | None,
-        persist: Callable[[AuditEvent], None] | None,
+        self, body: EventBody, persist: Callable[[AuditEvent], None] | None
     ) -> AuditEvent | None:
         """`record`, or, when nothing persists the event and nobody subscribes, keep its
         fields to chain when the trail is read (None then: there is no event yet)."""
         if persist is not None or self.subscribers:
-            return self.record(
-                time,
-                op_id,
-                tool,
-                call_index,
-                attempt,
-                kind,
-                bytes_in,
-                bytes_out,
-                detail,
-                digest,
-                persist,
-            )
-        self._unchained.append(
-            (time, op_id, tool, call_index, attempt, kind, bytes_in, bytes_out, detail, digest)
-        )
+            return self.record(body, persist)
+        self._unchained.append(body)
         self.seq = seq = self.seq + 1
         if seq - self._chained >= MAX_UNCHAINED:
             self._chain()
@@ -269,33 +218,9 @@ class AuditTrail:
         prev = self._head
         ring = self._ring
         keep_from = len(unchained) - (ring.maxlen or len(unchained))
-        for index, (
-            time,
-            op_id,
-            tool,
-            call_index,
-            attempt,
-            kind,
-            bytes_in,
-            bytes_out,
-            detail,
-            digest,
-        ) in enumerate(unchained):
+        for index, body in enumerate(unchained):
             seq += 1
-            fields = (
-                seq,
-                time,
-                op_id,
-                tool,
-                call_index,
-                attempt,
-                kind,
-                bytes_in,
-                bytes_out,
-                detail,
-                digest,
-                prev,
-            )
+            fields = (seq, *body, prev)
             hashed = _sha256(_DOMAIN + _encode(fields)).hexdigest()
             if index >= keep_from:
                 ring.append(AuditEvent(*fields, hashed))

@@ -198,9 +198,8 @@ class Ledger(LedgerEngine):
             )
             digest = record.digest()
             persist = self._persist(record, None)
-        event = self._trail.note(
-            wall, op_id, tool, call_index, 0, AuditKind.STARTED, size, 0, key, digest, persist
-        )
+        body = (wall, op_id, tool, call_index, 0, AuditKind.STARTED, size, 0, key, digest)
+        event = self._trail.note(body, persist)
         self._next_id = op_id + 1
         self._calls[tool] = call_index
         entry.reserved = True
@@ -504,7 +503,7 @@ class Ledger(LedgerEngine):
         key = LOCAL_CALLS + tool
         index = self._calls.get(key, 0) + 1
         persist = None if self._journal is None else self._persist(None, None)
-        event = self._trail.record(
+        body = (
             self._wall(),
             0,
             tool,
@@ -515,8 +514,8 @@ class Ledger(LedgerEngine):
             bytes_out,
             outcome,
             digest,
-            persist,
         )
+        event = self._trail.record(body, persist)
         self._calls[key] = index
         if self._subscribers:
             self._publish(event)

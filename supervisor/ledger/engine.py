@@ -230,8 +230,9 @@ class LedgerEngine:
         if self._unusable is not None:
             self._check_usable()
         persist = None if self._journal is None else self._persist(None, terminal)
-        return self._trail.note(
-            self._wall(),
+        wall = self._wall()
+        body = (
+            wall,
             op.id,
             op.tool,
             op.call_index,
@@ -241,8 +242,8 @@ class LedgerEngine:
             bytes_out,
             detail,
             digest,
-            persist,
         )
+        return self._trail.note(body, persist)
 
     def _persist(
         self, record: OpRecord | None, terminal: tuple[str, bytes | None] | None
