@@ -20,7 +20,9 @@ from supervisor.workers.tool_callbacks import (
 
 
 async def test_outcomes_become_exit_statuses_in_a_script() -> None:
-    async with supervisor() as sup:
+    # a generous grace: at the default 15 ms a loaded machine turns nap's acknowledged
+    # deadline into a kill (125, not 124), as it did test_deadlines' cooperative one
+    async with supervisor(cancel_grace=2.0) as sup:
         st = ScriptedTool("ext")
         st.add_tool("echo_tool", "echo stdin", sup.tool_callback("echo"))
         st.add_tool("refuse", "always fails", sup.tool_callback("fail"))
@@ -60,8 +62,9 @@ async def test_text_tools_refuse_flags() -> None:
 
 
 async def test_from_another_thread_and_event_loop() -> None:
-    # execute_sync keeps an asyncio runner (and its fds) per thread: not ours to check
-    async with supervisor(check_fds=False) as sup:
+    # execute_sync keeps an asyncio runner (and its fds) per thread: not ours to check;
+    # a generous grace for nap's acknowledged deadline (see the test above)
+    async with supervisor(check_fds=False, cancel_grace=2.0) as sup:
         st = ScriptedTool("ext")
         st.add_tool("echo_tool", "echo stdin", sup.tool_callback("echo"))
         st.add_tool("nap", "sleep", sup.tool_callback("sleep", deadline=0.2))
