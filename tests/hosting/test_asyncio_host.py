@@ -172,7 +172,9 @@ def _shape(outcome: Outcome) -> tuple[Any, ...]:
 
 
 async def test_outcomes_are_the_same_as_from_trio() -> None:
-    kwargs: dict[str, Any] = {"adapters": [EXAMPLES], "ping_interval": None, "cancel_grace": 0.2}
+    # a grace of 1 s for the cooperative deadline and cancel to be acknowledged in (0.2 s
+    # was missed at load in the Ray tests' like supervisor; the stubborn one is killed)
+    kwargs: dict[str, Any] = {"adapters": [EXAMPLES], "ping_interval": None, "cancel_grace": 1.0}
     from_trio = []
     async with Supervisor(**kwargs) as sup:
         for tool, value, deadline in SCENARIOS:

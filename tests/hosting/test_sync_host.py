@@ -34,8 +34,10 @@ from supervisor.scripted import ScriptedTool
 
 @pytest.fixture(scope="module")
 def sup() -> Any:
+    # a grace of 1 s for the cooperative cancels and deadline to be acknowledged in (0.2 s
+    # was missed at load in the Ray tests' like supervisor; the stubborn one is killed)
     with SyncSupervisor(adapters=[EXAMPLES], pool_size=2, max_in_flight=2,
-                        ping_interval=None, cancel_grace=0.3) as sup:  # fmt: skip
+                        ping_interval=None, cancel_grace=1.0) as sup:  # fmt: skip
         yield sup
     assert not survivors(sup.supervisor)
     assert not host_threads()
@@ -90,10 +92,12 @@ def test_refusals_raise_and_call_in_host_reads_the_ledger(sup: SyncSupervisor) -
     out = sup.invoke("stubborn.sleep", "30", deadline=0.2)
     assert (out.status, out.kill_reason) == ("indeterminate", "deadline")
 
-    async def indeterminate(s: Supervisor) -> list[int]:
-        return [info.id for info in s.ledger.indeterminate()]
+    async def kinds(s: Supervisor) -> list[str]:
+        return [e.kind for e in s.ledger.audit() if e.op_id == out.op_id]
 
-    assert out.op_id in sup.call_in_host(indeterminate)
+    # its account in the ledger: indeterminate, then timed out once its deadline is a
+    # second past (EXPIRY_SLACK), which the kill after the grace may already have reached
+    assert "indeterminate" in sup.call_in_host(kinds)
 
 
 @pytest.mark.skipif(
