@@ -2,13 +2,15 @@
 """Network allowlist benchmarks, against baselines measured in the same run.
 
 A server process on 127.0.0.1 answers ``GET /N`` with N bytes. One client program times
-itself, run three times per round, interleaved:
+itself, run five times per round, interleaved:
 
 - **direct**: on the host, no sandbox, no proxy (the baseline);
-- **relay**: on the host, through the least any proxy does: a blocking process that
-  accepts, connects to the server, forwards the request and copies the answer (no
-  sandbox, no policy, no event loop). What the second TCP hop and the copies cost on
-  this host, whoever relays: the floor under the proxied side;
+- **copy** and **splice**: on the host, through the least any proxy does: a blocking
+  process that accepts, connects to the server, forwards the request and moves the
+  answer (no sandbox, no policy, no event loop), by ``recv_into``/``sendall`` through a
+  256 KiB buffer, or by ``splice(2)`` through a 1 MiB pipe (socket -> pipe -> socket,
+  no copy in user space). What the second TCP hop costs on this host, whoever relays:
+  the floors under the proxied side;
 - **endpoint**: on the host, speaking to the proxy's endpoint socket itself (the proxy's
   share of the cost: no sandbox, no forwarder);
 - **proxied**: in a sandbox whose policy allows the server (by a pinned name), through
@@ -230,7 +232,7 @@ def direct(port: int, runs: int) -> dict[str, float]:
 
 
 RELAY = r"""
-import socket, sys
+import fcntl, os, socket, sys
 listener = socket.socket()
 listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 listener.bind(("127.0.0.1", 0))
@@ -238,6 +240,20 @@ listener.listen(128)
 print(listener.getsockname()[1], flush=True)
 buffer = bytearray(262144)
 view = memoryview(buffer)
+out_of, into = os.pipe()
+fcntl.fcntl(into, fcntl.F_SETPIPE_SZ, 1 << 20)
+
+def copy(upstream, client):
+    while size := upstream.recv_into(buffer):
+        client.sendall(view[:size])
+
+def splice(upstream, client):
+    up, down = upstream.fileno(), client.fileno()
+    while size := os.splice(up, into, 1 << 20, flags=os.SPLICE_F_MOVE):
+        while size:
+            size -= os.splice(out_of, down, size, flags=os.SPLICE_F_MOVE)
+
+move = splice if sys.argv[2] == "splice" else copy
 while True:
     client, _ = listener.accept()
     with client:
@@ -251,15 +267,15 @@ while True:
             with socket.create_connection(("127.0.0.1", int(sys.argv[1]))) as upstream:
                 upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 upstream.sendall(head)
-                while size := upstream.recv_into(buffer):
-                    client.sendall(view[:size])
+                move(upstream, client)
 """
 
 
-def start_relay(port: int) -> tuple[subprocess.Popen[str], int]:
-    """The floor relay (`RELAY`) to the server on ``port``, and the port it listens on."""
+def start_relay(port: int, how: str = "copy") -> tuple[subprocess.Popen[str], int]:
+    """A floor relay (`RELAY`, ``how``: copy or splice) to the server on ``port``, and
+    the port it listens on."""
     relay = subprocess.Popen(
-        [sys.executable, "-S", "-c", RELAY, str(port)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-S", "-c", RELAY, str(port), how], stdout=subprocess.PIPE, text=True
     )
     assert relay.stdout is not None
     return relay, int(relay.stdout.readline())
@@ -457,44 +473,48 @@ def main() -> None:
             return
         rounds = []
         relay, relay_port = start_relay(port)
+        splicer, splice_port = start_relay(port, "splice")
         print(
-            "ms, median of each round's runs; relay: the floor (a blocking copy loop, no "
-            "policy); proxied: from a sandbox, through its forwarder and the proxy; "
-            "endpoint: from the host to the proxy's socket (no forwarder)"
+            "ms, median of each round's runs; copy, splice: the floors (blocking relays, no "
+            "policy, copying or splicing through a pipe); proxied: from a sandbox, through "
+            "its forwarder and the proxy; endpoint: from the host to the proxy's socket"
         )
-        print(f"{'round':>5} | {'1 MiB raw: direct / relay / endpoint / proxied':>46} | "
-              f"{'1 MiB urllib: direct / relay / proxied':>38} | "
+        print(f"{'round':>5} | {'1 MiB raw: direct / copy / splice / endpoint / proxied':>53} | "
+              f"{'1 MiB urllib: direct / copy / splice / proxied':>46} | "
               f"{'set-up: direct / endpoint / proxied':>35}")  # fmt: skip
         try:
             for index in range(args.rounds):
                 sides = [direct(port, args.runs), relayed(relay_port, args.runs)]
+                sides += [relayed(splice_port, args.runs)]
                 sides += [endpoint_only(port, args.runs), proxied(port, args.runs)]
-                d, r, e, p = sides
+                d, r, s, e, p = sides
                 row = {
-                    "raw": (d["download"], r["download"], e["download"], p["download"]),
-                    "urllib": (d["urllib"], r["urllib"], p["urllib"]),
+                    "raw": tuple(x["download"] for x in (d, r, s, e, p)),
+                    "urllib": (d["urllib"], r["urllib"], s["urllib"], p["urllib"]),
                     "setup": (d["setup"], e["setup"], p["setup"]),
                 }
                 rounds.append(row)
                 print(
-                    f"{index + 1:>5} | {_ms(row['raw']):>46} | {_ms(row['urllib']):>38} | "
+                    f"{index + 1:>5} | {_ms(row['raw']):>53} | {_ms(row['urllib']):>46} | "
                     f"{_ms(row['setup'], 3):>35}"
                 )
         finally:
-            relay.kill()
-            relay.wait()
+            for process in (relay, splicer):
+                process.kill()
+                process.wait()
         med = {
             key: tuple(statistics.median(r[key][i] for r in rounds) for i in range(len(row)))
             for key, row in rounds[0].items()
         }
         raw, url, setup = med["raw"], med["urllib"], med["setup"]
         print("median of rounds:")
-        print(f"  1 MiB download, raw client: {_ratio(raw[0], raw[3])}  (target <= 1.5x); "
-              f"host to the endpoint: {_ratio(raw[0], raw[2])}")  # fmt: skip
-        print(f"  1 MiB download, urllib:     {_ratio(url[0], url[2])}  (target <= 1.5x)")
-        print(f"  the floor relay, raw / urllib: {_ratio(raw[0], raw[1])} / "
-              f"{_ratio(url[0], url[1])}; proxied to the floor: {raw[3] / raw[1]:.2f}x / "
-              f"{url[2] / url[1]:.2f}x")  # fmt: skip
+        print(f"  1 MiB download, raw client: {_ratio(raw[0], raw[4])}  (target <= 1.5x); "
+              f"host to the endpoint: {_ratio(raw[0], raw[3])}")  # fmt: skip
+        print(f"  1 MiB download, urllib:     {_ratio(url[0], url[3])}  (target <= 1.5x)")
+        for name, at in (("copy", 1), ("splice", 2)):
+            print(f"  the {name} floor, raw / urllib: {_ratio(raw[0], raw[at])} / "
+                  f"{_ratio(url[0], url[at])}; proxied to it: {raw[4] / raw[at]:.2f}x / "
+                  f"{url[3] / url[at]:.2f}x")  # fmt: skip
         print(f"  connection set-up:          {_plus(setup[0], setup[2])}  (target <= +2 ms); "
               f"host to the endpoint: {_plus(setup[0], setup[1])}")  # fmt: skip
         if args.downloads_only:
