@@ -21,7 +21,8 @@ What it measures, median of each round, the headline the median of the rounds:
 
 1. A 1 MiB download (connect, request, read it all): with a raw-socket client and with
    urllib (which reads the proxy from the environment; not for the endpoint, a Unix
-   socket). Target: proxied at most 1.5x direct.
+   socket). Target: proxied at most 1.5x direct. The raw client also times its first
+   byte: before it, the set-up's share; after it, the transfer's.
 2. Connection set-up: direct, a TCP connect; proxied, a connect to the loopback port
    and an HTTP ``CONNECT`` until the tunnel is established (the proxy has resolved and
    connected by then). Target: at most 2 ms above direct.
@@ -115,13 +116,16 @@ def open_via():
 SIZE = 1 << 20
 
 BUFFER = bytearray(262144)
+FIRST_BYTE = []  # each download's time to the answer's first byte
 
-def read_response(sock):
+def read_response(sock, started):
     data = bytearray()
     while b"\r\n\r\n" not in data:
         size = sock.recv_into(BUFFER)
         if not size:
             return -1
+        if not data:
+            FIRST_BYTE.append(time.perf_counter() - started)
         data += BUFFER[:size]
     head, _, body = bytes(data).partition(b"\r\n\r\n")
     length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
@@ -141,7 +145,7 @@ def download(size=SIZE):
     else:
         sock = socket.create_connection((host, port))
         sock.sendall(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % size)
-    got = read_response(sock)
+    got = read_response(sock, t)
     sock.close()
     assert got == size, got
     return time.perf_counter() - t
@@ -187,7 +191,10 @@ for _, fn in measures:
     fn()  # warm: imports, the first connection, the server's cached body
 result = {}
 for name, fn in measures:
+    FIRST_BYTE.clear()
     result[name] = statistics.median(fn() for _ in range(runs))
+    if name == "download":
+        result["first_byte"] = statistics.median(FIRST_BYTE)
 print(json.dumps(result))
 """
 
@@ -490,6 +497,7 @@ def main() -> None:
                 d, r, s, e, p = sides
                 row = {
                     "raw": tuple(x["download"] for x in (d, r, s, e, p)),
+                    "first": tuple(x["first_byte"] for x in (d, r, s, e, p)),
                     "urllib": (d["urllib"], r["urllib"], s["urllib"], p["urllib"]),
                     "setup": (d["setup"], e["setup"], p["setup"]),
                 }
@@ -515,6 +523,12 @@ def main() -> None:
             print(f"  the {name} floor, raw / urllib: {_ratio(raw[0], raw[at])} / "
                   f"{_ratio(url[0], url[at])}; proxied to it: {raw[4] / raw[at]:.2f}x / "
                   f"{url[3] / url[at]:.2f}x")  # fmt: skip
+        first = med["first"]
+        after = tuple(a - b for a, b in zip(raw, first, strict=True))
+        print(
+            "  1 MiB raw, direct / copy / splice / endpoint / proxied: to the first byte "
+            f"{_ms(first)} ms, after it {_ms(after)} ms"
+        )
         print(f"  connection set-up:          {_plus(setup[0], setup[2])}  (target <= +2 ms); "
               f"host to the endpoint: {_plus(setup[0], setup[1])}")  # fmt: skip
         if args.downloads_only:
