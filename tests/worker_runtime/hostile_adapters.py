@@ -126,6 +126,29 @@ registry.add(
         ["sh", "-c", "sleep 60 & sleep 60 & echo started; wait"], timeout=120, grace=0.3
     ),
 )
+
+
+class _SlowStart(CommandAdapter):
+    """A spawn that returns only once the call is aborted: the window in which the
+    program has started its group but its pid has not reached the adapter yet (one call
+    at a time)."""
+
+    ctx = Context()
+
+    def __call__(self, value: Any, ctx: Context) -> Any:
+        self.ctx = ctx
+        return super().__call__(value, ctx)
+
+    def _spawn(self) -> Any:
+        proc = super()._spawn()
+        self.ctx.wait_cancelled(30)
+        return proc
+
+
+registry.add(
+    "command.slow_start",
+    _SlowStart(["sh", "-c", "sleep 60 & sleep 60 & echo started; wait"], timeout=120),
+)
 registry.add(
     "command.deaf",
     CommandAdapter(

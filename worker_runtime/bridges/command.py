@@ -2,7 +2,8 @@
 
 The program runs in its own session and process group. Cancel, its own timeout, the
 call's deadline, or output beyond the bound stop the *whole group* (SIGTERM, a short
-grace, SIGKILL) before the adapter returns or acknowledges. stderr is drained so the
+grace, SIGKILL) before the adapter returns or acknowledges; the worker's fatal exit
+kills it too, from before the program is spawned. stderr is drained so the
 program cannot block on it, and only its first bytes are kept (forwarded to the worker's
 stderr as diagnostics). `subprocess` is imported only when a command first runs.
 """
@@ -24,6 +25,7 @@ POLL_SECONDS = 0.05
 PIPE_CHUNK = 65536
 LINGER_SECONDS = 0.2
 GROUP_EXIT_SECONDS = 2.0
+SPAWN_WAIT_SECONDS = 0.5  # an abort waits this long for a spawn under way
 
 
 class CommandAdapter:
@@ -55,29 +57,23 @@ class CommandAdapter:
         self.cwd = cwd
 
     def __call__(self, value: Any, ctx: Context) -> Any:
-        import subprocess
-
         data = self._encode_input(value)
         deadline = time.monotonic() + self.timeout
         if ctx.deadline is not None:
             deadline = min(deadline, ctx.deadline)
         ctx.raise_if_cancelled()
+        kill_on_abort = _KillOnAbort()
+        forget_hook = ctx.on_abort(kill_on_abort)  # before the program exists: no window
+        proc: subprocess.Popen[bytes] | None = None
         try:
-            proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-                env=self.env,
-                cwd=self.cwd,
-            )
+            proc = self._spawn()
         except OSError as exc:
+            forget_hook()
             raise AdapterError(
                 f"cannot start {self.argv[0]!r}: {exc.strerror}", code="unavailable"
             ) from None
-        forget_hook = ctx.on_abort(lambda: _signal_group(proc.pid, _sigkill()))
+        finally:
+            kill_on_abort.started(proc)
         run = _Run(proc, data, self.max_output_bytes, self.max_stderr_bytes)
         try:
             stop = run.pump(ctx, deadline)
@@ -104,6 +100,23 @@ class CommandAdapter:
             )
             raise AdapterError(f"{self.argv[0]!r} {how}", code="command_failed")
         return self._decode_output(bytes(run.stdout))
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        """Start the program in a session (and process group) of its own. An abort
+        meanwhile waits for this to return (`_KillOnAbort`); a test adapter wraps it to
+        hold that window open."""
+        import subprocess
+
+        return subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            env=self.env,
+            cwd=self.cwd,
+        )
 
     def _encode_input(self, value: Any) -> bytes:
         if self.format == "text":
@@ -252,10 +265,34 @@ class _Run:
             os.write(2, bytes(self.stderr) + (note.encode() if self.stderr_dropped else b""))
 
 
-def _sigkill() -> int:
-    import signal
+class _KillOnAbort:
+    """The abort hook of one call, registered before its program is spawned.
 
-    return int(signal.SIGKILL)
+    The worker may die (``ctx.on_abort``) while ``Popen`` runs, when the program may
+    already have started children in its group but its pid has not reached the adapter.
+    The hook then waits (at most `SPAWN_WAIT_SECONDS`) for the spawn to end and kills the
+    group it made.
+    """
+
+    def __init__(self) -> None:
+        import threading
+
+        self._spawned = threading.Event()
+        self._pgid: int | None = None
+
+    def started(self, proc: subprocess.Popen[bytes] | None) -> None:
+        """The spawn ended, with the program (its pid is its group's id) or without."""
+        self._pgid = proc.pid if proc is not None else None
+        self._spawned.set()
+
+    def __call__(self) -> None:
+        import signal
+
+        if not self._spawned.wait(SPAWN_WAIT_SECONDS):
+            with contextlib.suppress(OSError):
+                os.write(2, b"worker_runtime: a command still starting was not killed\n")
+        elif self._pgid is not None:
+            _signal_group(self._pgid, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
