@@ -758,7 +758,11 @@ class Session:
         return f"crash:exit:{code}"
 
     async def _timer(self) -> None:
-        """The lifetime deadline from spawn, and a ``ping`` after each idle interval."""
+        """The lifetime deadline from spawn, and a ``ping`` after each idle interval.
+
+        At the end of its life an idle session is closed cleanly, one closing already is
+        left to its close (``close_timeout`` bounds it), and any other is killed
+        (``session_deadline``: calls in flight, still starting, or failing)."""
         interval = self.config.ping_interval
         while True:
             wake = self.expires_at
@@ -768,7 +772,7 @@ class Session:
             if self._now() >= self.expires_at:
                 if self.state == "ready" and not self._calls:
                     await self._close_and_wait()  # idle: no call is hurt by a clean end
-                else:
+                elif self.state != "closing":
                     self.kill("session_deadline")
                 return
             if self.state == "ready" and not self._calls:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import trio
 from proc_helpers import alive
-from sv_support import check_ledger, ended_session, supervisor
+from sv_support import check_ledger, ended_session, supervisor, worker_process
 
 from supervisor.ledger import TimedOut
 
@@ -94,14 +96,34 @@ async def test_sessions_near_their_end_are_retired_not_killed() -> None:
         (session,) = [s for s in sup.pool.sessions if s.id == first.session_id]
         assert session.spawned_at is not None
         # just within the last tenth of its life (from its spawn, by the supervisor's
-        # clock): retired when asked for a call, and closed with most of that tenth left
-        # for the close (slept from the first call's end, a loaded host left the close
-        # less than 0.1 s before the lifetime killed it: session_deadline)
+        # clock): retired when asked for a call, and closed (a close under way at the
+        # end of its life is left to finish: test_a_session_closing_at_its_end_...)
         await trio.sleep_until(session.spawned_at + 3.62)
         second = await sup.invoke("echo", "b")
         assert second.session_id != first.session_id  # not served by the retired one
         old = await ended_session(sup, first.session_id)
         assert old.end_reason == "closed" and old.returncode == 0
+
+
+async def test_a_session_closing_at_its_end_is_let_close() -> None:
+    """The lifetime ends an idle session cleanly; one already closing when it comes is
+    left to its close, which its own ``close_timeout`` bounds (a stopped worker holds the
+    close open across the lifetime's end): never ``session_deadline``."""
+    async with supervisor(session_lifetime=5.0) as sup:
+        first = await sup.invoke("echo", "a")
+        (session,) = [s for s in sup.pool.sessions if s.id == first.session_id]
+        worker = worker_process(session.pid)
+        worker.send_signal(signal.SIGSTOP)
+        try:
+            await trio.sleep_until(session.expires_at - 1.0)  # the close's 2 s span the end
+            sup.pool.retire(session)
+            await trio.sleep_until(session.expires_at + 0.1)
+        finally:
+            worker.send_signal(signal.SIGCONT)
+        old = await ended_session(sup, first.session_id)
+        # closed (exit 0) once the worker runs again; close_timeout if a loaded host
+        # did not let it exit within the close's bound
+        assert old.end_reason in ("closed", "close_timeout"), old.end_reason
 
 
 @pytest.mark.parametrize("grace", [0.0, 0.02])
