@@ -189,8 +189,9 @@ class Sandbox:
                 _sigkill(self.pidfd)
 
     def _namespace_init(self) -> int | None:
-        """A pidfd for the sandbox's pid 1, opened once and checked to be ours."""
-        if self._init_pidfd is not None:
+        """A pidfd for the sandbox's pid 1, opened once and checked to be ours (none
+        after cleanup: it ended then, and what cleanup closed stays closed)."""
+        if self._init_pidfd is not None or self._cleaned:
             return self._init_pidfd
         self._read_status()
         pid = self._status.child_pid
@@ -352,6 +353,7 @@ class Sandbox:
                 self.kill(self._kill_reason or "cleanup")
                 self.poll()
                 time.sleep(0.001)
+            self._await_namespace_end(deadline, timeout)
             self._read_status()
             if self.cgroup is not None:
                 if self._counters is None:
@@ -372,6 +374,19 @@ class Sandbox:
                 self._lease.release()
             os.close(self.pidfd)
             self._cleaned = True
+
+    def _await_namespace_end(self, deadline: float, timeout: float) -> None:
+        """Wait until the pid namespace's init has exited: a SIGKILLed init leaves its
+        cgroup at once, then waits in the kernel until every other process of the
+        namespace is reaped (they too out of the cgroup, exiting); once its pidfd reads
+        ready, nothing of the namespace is left but the init's zombie."""
+        init = self._namespace_init()
+        if init is not None and not wait_readable(init, deadline - time.monotonic()):
+            raise ContainmentError(
+                f"sandbox uid {self.uid}: its pid namespace's init (pid "
+                f"{self._status.child_pid}) is still exiting after {timeout} s: a process "
+                "of the namespace is not reaped (is one traced or waited for from outside?)"
+            )
 
     def __enter__(self) -> Sandbox:
         return self

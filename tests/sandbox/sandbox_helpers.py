@@ -17,11 +17,9 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import psutil
-from proc_helpers import dying
 
 from sandbox.handle import Sandbox
 from sandbox.launch import Command, prepare_launch
@@ -178,14 +176,6 @@ def started(sandbox: Sandbox, count: int) -> bool:
 
 def open_fds() -> set[int]:
     return {int(fd) for fd in os.listdir("/proc/self/fd")}
-
-
-def running(processes: Iterable[psutil.Process]) -> list[psutil.Process]:
-    """Those of ``processes`` that still run code of their own: not one already exiting
-    (`proc_helpers.dying`), as a SIGKILLed namespace's processes are for a moment after
-    their cgroup emptied (a loaded run listed the init, and 50 of a 50-process sandbox,
-    right after `cleanup`)."""
-    return [p for p in processes if not dying(p.pid)]
 
 
 def alive(pid: int) -> bool:

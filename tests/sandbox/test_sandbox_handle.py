@@ -3,11 +3,13 @@ defiance; each sandbox's own cgroups."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -24,7 +26,6 @@ from sandbox_helpers import (
     py_policy,
     read_line,
     run_py,
-    running,
     start_py,
     started,
     uid_processes,
@@ -32,6 +33,8 @@ from sandbox_helpers import (
 )
 
 from sandbox.cgroups import CgroupLayout
+from sandbox.errors import ContainmentError
+from sandbox.handle import Sandbox
 from sandbox.launch import Command, prepare_launch
 from sandbox.policy import SandboxPolicy
 from sandbox.runner import run
@@ -57,9 +60,8 @@ def test_kill_is_idempotent_and_the_first_reason_counts() -> None:
     assert "cancelled" in sandbox.termination().detail
     sandbox.cleanup()
     sandbox.cleanup()  # idempotent
-    assert running(sandbox.survivors()) == []
-    # not even a zombie: bwrap reaped the namespace's init before it exited itself
-    assert running(watch.processes()) == []
+    assert sandbox.survivors() == []
+    assert watch.processes() == []  # cleanup returned once the namespace's init exited
     assert not any(p.pid == sandbox.pid for p in psutil.process_iter())
     watch.close()
     assert paths and not any(os.path.exists(p) for p in paths)
@@ -122,7 +124,7 @@ while True:
         sandbox.kill("cancelled")
         termination = sandbox.termination()
     assert termination.reason == "killed" and termination.signal == signal.SIGKILL
-    assert running(sandbox.survivors()) == []
+    assert sandbox.survivors() == []
 
 
 @pytest.mark.cgroup
@@ -140,7 +142,52 @@ signal.pause()
         sandbox.kill("teardown")
         sandbox.wait(10)
         sandbox.cleanup()  # the teardown: bwrap reaped, the namespace's init gone too
-        assert running(sandbox.survivors()) == [] and running(watch.processes()) == []
+        assert sandbox.survivors() == [] and watch.processes() == []
+
+
+PTRACE_SEIZE = 0x4206
+WALL = 0x40000000  # waitpid's __WALL: a tracee that is not our child
+
+
+def _hold_namespace_end(sandbox: Sandbox) -> int:
+    """Trace one process of ``sandbox`` (not bwrap, not its init) and return its pid:
+    once killed, its zombie waits for our ``waitpid``, and the namespace's init (out of
+    its cgroup already) waits in the kernel for that zombie's end."""
+    init = sandbox.status.child_pid
+    assert sandbox.cgroup is not None and init is not None
+    held = max(sandbox.cgroup.pids() - {sandbox.pid, init})
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(PTRACE_SEIZE, held, None, None) != 0:
+        pytest.skip(f"ptrace refused here: {os.strerror(ctypes.get_errno())}")
+    return held
+
+
+@pytest.mark.cgroup
+def test_cleanup_returns_once_the_pid_namespace_has_ended() -> None:
+    with spawn(prepare_launch(SandboxPolicy(), TREE)) as sandbox, Watch(sandbox) as watch:
+        assert started(sandbox, 6)
+        held = _hold_namespace_end(sandbox)
+        reaper = threading.Timer(0.5, os.waitpid, (held, WALL))
+        reaper.start()
+        try:
+            sandbox.cleanup()  # the cgroup empties at once; the init ends after the reap
+            assert sandbox.survivors() == [] and watch.processes() == []
+        finally:
+            reaper.join()
+
+
+@pytest.mark.cgroup
+def test_cleanup_fails_closed_while_the_pid_namespace_cannot_end() -> None:
+    with spawn(prepare_launch(SandboxPolicy(), TREE)) as sandbox, Watch(sandbox) as watch:
+        assert started(sandbox, 6)
+        held = _hold_namespace_end(sandbox)
+        try:
+            with pytest.raises(ContainmentError, match=r"init .* is still exiting after 0.3 s"):
+                sandbox.cleanup(timeout=0.3)
+        finally:
+            os.waitpid(held, WALL)
+        sandbox.cleanup()
+        assert sandbox.survivors() == [] and watch.processes() == []
 
 
 @pytest.mark.cgroup
