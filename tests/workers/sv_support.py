@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import psutil
-from proc_helpers import alive
 
 from sandbox import SandboxPolicy, python_command
 from sandbox.policy import DEFAULT_ENV
@@ -57,7 +56,7 @@ async def supervisor(*, check_fds: bool = True, **kwargs: Any) -> AsyncIterator[
 def assert_no_survivors(sup: Supervisor) -> None:
     pools = [sup.group(name).pool for name in sup.groups]
     sessions = [s for pool in pools for s in (*pool.history, *pool.sessions)]
-    left = {s.id: alive(s.survivors()) for s in sessions}
+    left = {s.id: s.survivors() for s in sessions}  # each sandbox's cleanup awaited its end
     assert not any(left.values()), f"sandbox processes survive: {left}"
 
 
