@@ -42,6 +42,8 @@ def parse_address(host: str) -> IPAddress | None:
     """An IP address written the standard way (``1.2.3.4``, ``::1``, no brackets, no
     zone), else None. ``127.1`` and ``0x7f.0.0.1`` are not addresses here: they are names,
     which the proxy resolves and then checks like any other answer."""
+    if ":" not in host and not host[-1:].isdigit():
+        return None  # a name (an IPv4 address ends in a digit): no parse, no exceptions
     try:
         return ipaddress.ip_address(host)
     except ValueError:

@@ -124,6 +124,40 @@ async def test_socks5_refusal_and_a_name_that_does_not_resolve(proxy: Proxy) -> 
     assert [e.reason for e in events] == ["dns_failed", "not_allowed", "connect_failed"]
 
 
+async def test_a_server_that_never_answers_the_connect_times_out() -> None:
+    """A listener whose accept queue is full drops the proxy's SYN: the connect waits,
+    then ends at the connect timeout with a 504 and its event."""
+    events: list[NetEvent] = []
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        port = full.getsockname()[1]
+        fillers = [socket.socket() for _ in range(3)]
+        try:
+            for filler in fillers:  # queued, never accepted: the queue stays full
+                filler.setblocking(False)
+                filler.connect_ex(("127.0.0.1", port))
+            async with anyio.create_task_group() as group:
+                server = await group.start(ProxyServer(events.append, connect_timeout=0.3).run)
+                ep = await server.open(NetworkAllowlist((f"127.0.0.1:{port}",)))
+                started = time.monotonic()
+                reply = await in_thread(
+                    http_via, ep.socket_path, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode()
+                )
+                waited = time.monotonic() - started
+                with anyio.fail_after(5):
+                    while not events:
+                        await anyio.sleep(0.01)
+                group.cancel_scope.cancel()
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert isinstance(reply, bytes) and reply.startswith(b"HTTP/1.1 504 Gateway Timeout")
+    assert waited >= 0.3
+    (event,) = events
+    assert (event.allowed, event.reason, event.address) == (False, "connect_timeout", "127.0.0.1")
+
+
 async def test_connection_and_byte_caps_per_call(proxy: Proxy) -> None:
     tags = [CallTag("web.get", "op-1")]
     with http_server() as port:
