@@ -245,7 +245,9 @@ class Ledger(LedgerEngine):
 
     def claim(self, op_id: int) -> Invocation:
         """Claim exactly ``op_id``; a stale id never claims anything else."""
-        op = self._live_op(op_id)
+        op = self._live.get(op_id)  # `_live_op`, inline: every call is claimed
+        if op is None:
+            raise self._gone(op_id, "it has ended")
         if op.state is not _Q:
             raise AlreadyClaimed(f"operation {op_id} is {op.state} already", op_id=op_id)
         self._entry(op)

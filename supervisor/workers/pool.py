@@ -242,7 +242,10 @@ class Pool:
             return
         if now is None:
             now = self._now()
-        if self._should_retire(session, now):
+        if (
+            self._leases.get(session, 0) >= self.max_calls
+            or now >= session.expires_at - self.retire_margin
+        ):
             self._retire(session)
             return
         self._offer(session, now)
@@ -289,11 +292,6 @@ class Pool:
                 self._maybe_close_retired(session)
                 return
         self._free.append(session)
-
-    def _should_retire(self, session: Session, now: float) -> bool:
-        if self._leases.get(session, 0) >= self.max_calls:
-            return True
-        return now >= session.expires_at - self.retire_margin
 
     def _retire(self, session: Session) -> None:
         self._sessions.discard(session)

@@ -527,10 +527,11 @@ class Session:
         if batch is not None:  # the reader writes it with the rest of this wake-up
             batch.append(data)
             return
-        if len(self._calls) <= 1:
-            self._write(data)
-        else:
-            self._queue(data)
+        if len(self._calls) <= 1 and self._unsent == 0 and self._write_fd >= 0:
+            data = write_now(self._write_fd, data)  # `_write`, inline: every call comes here
+            if not data:
+                return
+        self._queue(data)
 
     def _write(self, data: bytes) -> None:
         """Write at once what the pipe takes, if nothing waits for the writer task."""

@@ -87,6 +87,7 @@ class CallWatch:
             if self.cancel_reason in ("deadline", "session_deadline") or self.due(now):
                 return "timed_out"
             return "cancelled"
-        if self.due(now):
+        deadline = self.deadline  # `due`, inline: every result and error comes here
+        if deadline is not None and now >= deadline:
             return "late"
         return "accept"

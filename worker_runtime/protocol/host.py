@@ -265,7 +265,8 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         The hot path: each rule is checked once, in the order the worker checks it."""
         if self._dead is not None or not self._opened or self._closing:
             self._check_sendable()
-        if not isinstance(idempotency_key, str) or ID_MATCH(idempotency_key) is None:
+        is_str = type(idempotency_key) is str or isinstance(idempotency_key, str)
+        if not is_str or ID_MATCH(idempotency_key) is None:
             raise Refused("bad_id", "idempotency_key must be 1..128 bytes of [a-z0-9._-]")
         if type(attempt) is not int and (not isinstance(attempt, int) or isinstance(attempt, bool)):
             raise Refused("bad_attempt", "attempt must be an int >= 1")
@@ -432,7 +433,9 @@ class HostConnection(Endpoint[WorkerMessage, HostEvent | None]):
         return ChunkReceived(msg.rid, msg.index, msg.text)
 
     def _on_result(self, msg: Result) -> ResultReceived | None:
-        call = self._in_flight(msg.rid, "result")
+        call = self._calls.get(msg.rid)  # `_in_flight`, inline: every call ends here
+        if call is None:
+            raise UnknownRequest(f"result for {msg.rid!r}, which is not in flight")
         if call.held is not None:
             raise UnexpectedMessage(f"a second terminal frame for {msg.rid!r}")
         grant = call.grant

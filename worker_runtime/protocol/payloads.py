@@ -75,7 +75,7 @@ def check_payload(
 def make_payload(value: object, fmt: str, what: str) -> Payload:
     """Wrap a Python value in the payload kind of ``fmt``; refuse what cannot be one."""
     if fmt == "text":
-        if isinstance(value, str):
+        if type(value) is str or isinstance(value, str):
             return TextPayload(value)
         raise FormatMismatch(f"{what} for a text grant must be str, not {type(value).__name__}")
     if isinstance(value, dict | list):
