@@ -18,6 +18,7 @@ import hashlib
 from collections import deque
 from collections.abc import Callable, Iterable
 from enum import StrEnum
+from typing import Any, cast
 
 import msgspec
 
@@ -145,6 +146,8 @@ AuditSubscriber = Callable[[AuditEvent], None]
 #: in the chain: ``time``, ``op_id``, ``tool``, ``call_index``, ``attempt``, ``kind``,
 #: ``bytes_in``, ``bytes_out``, ``detail``, ``digest``.
 EventBody = tuple[float, int, str, int, int, str, int, int, str, str | None]
+#: The places of one body in the trail's flat list of deferred events.
+_BODY_FIELDS = 10
 
 
 class AuditTrail:
@@ -165,7 +168,10 @@ class AuditTrail:
         self.seq = 0
         self._head = GENESIS_HASH
         self._chained = 0  # the seq of the newest event built and hashed
-        self._unchained: list[EventBody] = []  # recorded, not built yet: oldest first
+        #: The bodies of events recorded but not built yet, oldest first, one flat list:
+        #: a tuple kept per event would be the garbage collector's (thousands of them
+        #: live for a while, and each collection looks at them and moves them on).
+        self._unchained: list[Any] = []
 
     @property
     def head(self) -> str:
@@ -204,7 +210,7 @@ class AuditTrail:
         fields to chain when the trail is read (None then: there is no event yet)."""
         if persist is not None or self.subscribers:
             return self.record(body, persist)
-        self._unchained.append(body)
+        self._unchained += body
         self.seq = seq = self.seq + 1
         if seq - self._chained >= MAX_UNCHAINED:
             self._chain()
@@ -214,12 +220,15 @@ class AuditTrail:
         """Build and hash the deferred events in order; only the ring's share of them is
         kept as `AuditEvent` objects (the older ones would leave the ring at once)."""
         unchained, self._unchained = self._unchained, []
-        seq = self.seq - len(unchained)
+        count = len(unchained) // _BODY_FIELDS
+        seq = self.seq - count
         prev = self._head
         ring = self._ring
-        keep_from = len(unchained) - (ring.maxlen or len(unchained))
-        for index, body in enumerate(unchained):
+        keep_from = count - (ring.maxlen or count)
+        for index in range(count):
             seq += 1
+            start = index * _BODY_FIELDS
+            body = cast(EventBody, unchained[start : start + _BODY_FIELDS])  # its ten fields
             fields = (seq, *body, prev)
             hashed = _sha256(_DOMAIN + _encode(fields)).hexdigest()
             if index >= keep_from:
