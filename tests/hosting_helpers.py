@@ -24,10 +24,6 @@ def host_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("sandvisor-host")]
 
 
-def fd_count() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 def survivors(supervisor: Any) -> dict[str, list[int]]:
     """Live processes of every sandbox a (closed) supervisor ever started (its close
     returned once each sandbox's pid namespace ended: nothing is left exiting)."""

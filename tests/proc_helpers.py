@@ -1,8 +1,9 @@
-"""What the "nothing left" checks count as a live process (a module of its own name: test
-directories share one import namespace)."""
+"""What the "nothing left" checks count as a live process and as a leaked fd (a module of
+its own name: test directories share one import namespace)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 #: the kernel's flag of a task in do_exit (include/linux/sched.h)
@@ -33,3 +34,24 @@ def dying(pid: int) -> bool:
 def alive(pids: Iterable[int]) -> list[int]:
     """Those of ``pids`` that still run code of their own."""
     return [pid for pid in pids if not dying(pid)]
+
+
+def fd_table() -> dict[int, str]:
+    """This process's open fds and what they point at."""
+    table = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            table[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # the directory's own fd, closed meanwhile
+    return table
+
+
+def fds_opened(before: dict[int, str], after: dict[int, str] | None = None) -> dict[int, str]:
+    """Fds open now (or in ``after``) that were not before. Fds closed meanwhile are fine:
+    an earlier test's cleanup, finishing in its daemon thread on a loaded host, closes
+    its own; so is the scripted budget's /proc/self/statm, opened once and kept for the
+    process's life by the first script that runs in it."""
+    statm = f"/proc/{os.getpid()}/statm"
+    now = fd_table() if after is None else after
+    return {fd: t for fd, t in now.items() if before.get(fd) != t and t != statm}

@@ -97,12 +97,17 @@ def test_cancel_is_cooperative_and_reported_as_the_outcome(served: ServeClient) 
 
 
 def test_a_missed_deadline_is_indeterminate_and_pending(served: ServeClient) -> None:
+    sent_at = time.monotonic()
     events = served.invoke("stubborn.sleep", "30", deadline=0.3)
     outcome = events[-1]["outcome"]
     assert (outcome["status"], outcome["kill_reason"]) == ("indeterminate", "deadline")
     pending = served.call("pending")
+    answered_at = time.monotonic()
     ids = [op["id"] for op in pending["operations"] if op["indeterminate"]]
-    assert outcome["op_id"] in ids
+    # pending until the service expires it, a second past its deadline (which runs from
+    # no earlier than the request was sent); a loaded host may answer after that
+    if answered_at < sent_at + 0.3 + 1.0:
+        assert outcome["op_id"] in ids
     reconciled = served.call("reconcile", op_id=outcome["op_id"])
     # a fresh worker never saw the killed call: still unknown, still pending
     assert reconciled["event"] in ("reconciled", "error")

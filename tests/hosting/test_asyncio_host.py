@@ -23,10 +23,10 @@ from hosting_helpers import (
     EXAMPLES,
     child_env,
     descendants,
-    fd_count,
     host_threads,
     survivors,
 )
+from proc_helpers import fd_table, fds_opened
 
 from sandbox.cgroups import detect_layout
 from supervisor import DuplicateOperation, Supervisor, SupervisorError
@@ -74,7 +74,7 @@ async def next_event(events: Any, timeout: float = 10) -> CallEvent:
 
 
 def test_an_asyncio_program_calls_streams_and_closes_clean() -> None:
-    fds = fd_count()
+    fds = fd_table()
     loop_thread = threading.get_ident()
 
     async def main(sup: AsyncioSupervisor) -> None:
@@ -101,7 +101,7 @@ def test_an_asyncio_program_calls_streams_and_closes_clean() -> None:
         assert [o.value for o in outs] == [f"ab{i}"[::-1] for i in range(12)]
 
     run(main, pool_size=2, max_in_flight=2)
-    assert fd_count() == fds
+    assert not fds_opened(fds)
 
 
 def test_cancelling_the_task_is_a_cooperative_cancel() -> None:
@@ -348,7 +348,7 @@ def test_aclose_finishes_even_when_the_task_awaiting_it_is_cancelled() -> None:
 
 
 def test_a_supervisor_never_closed_is_closed_when_its_loop_ends() -> None:
-    fds = fd_count()
+    fds = fd_table()
     before = {p.pid for p in descendants()}
     holder: list[AsyncioSupervisor] = []
     started: list[psutil.Process] = []
@@ -372,7 +372,7 @@ def test_a_supervisor_never_closed_is_closed_when_its_loop_ends() -> None:
         time.sleep(0.01)
     assert not left  # a child of ours left a zombie would stay one: nobody else reaps it
     assert not survivors(holder[0].supervisor)
-    assert fd_count() == fds
+    assert not fds_opened(fds)
 
 
 def test_another_loop_is_refused_clearly_and_the_supervisor_works_on() -> None:

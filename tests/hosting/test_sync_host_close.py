@@ -10,14 +10,15 @@ while a count here was taken (21 fds fewer after than before).
 from __future__ import annotations
 
 import pytest
-from hosting_helpers import EXAMPLES, fd_count, host_threads, survivors
+from hosting_helpers import EXAMPLES, host_threads, survivors
+from proc_helpers import fd_table, fds_opened
 
 from supervisor import SupervisorError
 from supervisor.hosting import SyncSupervisor
 
 
 def test_close_is_final_and_leaves_nothing() -> None:
-    fds, threads = fd_count(), host_threads()
+    fds, threads = fd_table(), host_threads()
     sup = SyncSupervisor(adapters=[EXAMPLES], ping_interval=None).open()
     handle = sup.start("sleep", "30")
     sup.close()
@@ -26,7 +27,7 @@ def test_close_is_final_and_leaves_nothing() -> None:
     with pytest.raises(SupervisorError):
         sup.invoke("text.upper", "x")
     assert not sup.running and host_threads() == threads and not survivors(sup.supervisor)
-    assert fd_count() == fds
+    assert not fds_opened(fds)
 
 
 def test_a_supervisor_that_cannot_start_raises_and_leaves_no_thread() -> None:

@@ -39,7 +39,9 @@ def growing_server(servers: Servers, state: Path, **kwargs: Any) -> Supervisor:
 
 
 async def test_every_outcome_and_every_attack_of_the_hostile_server(servers: Servers) -> None:
-    async with mcp_supervisor(servers.hostile, pool_size=1) as sup:
+    # a grace a loaded host keeps (an MCP group's 0.25 s was missed at load: the slow
+    # call's acknowledged deadline ended indeterminate); the hang is killed all the same
+    async with mcp_supervisor(servers.hostile, pool_size=1, cancel_grace=2.0) as sup:
         spec = sup.specs["echo"]
         assert spec.format == "json" and spec.description == "Echo the text back."
         assert spec.schema is not None and spec.schema["required"] == ["text"]

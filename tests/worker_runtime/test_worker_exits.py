@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import psutil
 import pytest
 from worker_harness import EXAMPLES, HOSTILE, WorkerProcess, survivors
 
@@ -98,6 +99,12 @@ def test_close_with_nothing_in_flight_exits_0() -> None:
 def test_open_granting_a_tool_it_does_not_serve_exits_2_without_ready() -> None:
     with WorkerProcess() as w:
         w.bootstrap()
+        # the worker's start-up is not its exit: the second from the open on counts once
+        # it reads frames (a thread of the session's), not while it still imports
+        worker = psutil.Process(w.proc.pid)
+        end = time.monotonic() + 30
+        while worker.num_threads() < 2 and time.monotonic() < end:
+            time.sleep(0.005)
         sent_at = time.monotonic()
         w.send_raw(Open, grants=[grant("text.upper"), grant("not.served")], max_in_flight=1)
         _exits_2_promptly_and_silently(w, sent_at)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import psutil
+from proc_helpers import fd_table, fds_opened
 
 from sandbox import SandboxPolicy, python_command
 from sandbox.policy import DEFAULT_ENV
@@ -58,25 +58,6 @@ def assert_no_survivors(sup: Supervisor) -> None:
     sessions = [s for pool in pools for s in (*pool.history, *pool.sessions)]
     left = {s.id: s.survivors() for s in sessions}  # each sandbox's cleanup awaited its end
     assert not any(left.values()), f"sandbox processes survive: {left}"
-
-
-def fd_table() -> dict[int, str]:
-    """This process's open fds and what they point at."""
-    table = {}
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            table[int(name)] = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue  # the directory's own fd, closed meanwhile
-    return table
-
-
-def fds_opened(before: dict[int, str], after: dict[int, str]) -> dict[int, str]:
-    """Fds open now that were not before (fds closed meanwhile by others are fine; the
-    scripted budget's /proc/self/statm, opened once and kept for the process's life by
-    the first script that runs in it, is not a leak)."""
-    statm = f"/proc/{os.getpid()}/statm"
-    return {fd: t for fd, t in after.items() if before.get(fd) != t and t != statm}
 
 
 def rss() -> int:

@@ -169,10 +169,17 @@ async def test_the_callers_cancel_waits_longer_for_the_acknowledgement_than_a_de
         handle = await sup.start("slow.ack", "0.1")
         await trio.sleep(0.2)
         out = await handle.cancel()
-        assert out.status == "cancelled" and out.kill_reason is None
+        if out.status == "indeterminate":  # a loaded host missed even the caller's grace:
+            # then the kill came no sooner than that grace after the cancel
+            assert out.kill_reason == "host_cancel"
+            times = {e.kind: e.time for e in sup.ledger.audit() if e.op_id == handle.op_id}
+            assert times["indeterminate"] - times["cancellation_requested"] >= 0.25 - 0.005
+        else:
+            assert out.status == "cancelled" and out.kill_reason is None
         late = await sup.invoke("slow.ack", "0.1", deadline=0.3)
         assert late.status == "indeterminate" and late.kill_reason == "deadline"
-        assert late.session_id == out.session_id
+        if out.status == "cancelled":
+            assert late.session_id == out.session_id
 
 
 async def test_a_prepared_call_runs_in_the_driving_task_and_cancels_by_its_handle() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gc
 
 import trio
-from proc_helpers import alive
-from sv_support import fake_worker, fd_table, fds_opened, rss, supervisor
+from proc_helpers import alive, fd_table, fds_opened
+from sv_support import fake_worker, rss, supervisor
 
 MiB = 1024 * 1024
 
