@@ -250,7 +250,8 @@ class Ledger(LedgerEngine):
             raise self._gone(op_id, "it has ended")
         if op.state is not _Q:
             raise AlreadyClaimed(f"operation {op_id} is {op.state} already", op_id=op_id)
-        self._entry(op)
+        if op.tool not in self._tools:
+            self._entry(op)  # raises: the tool is not registered (again) yet
         now = None  # without a deadline the claim needs no clock
         if op.deadline_at is not None:
             now = self._clock()
@@ -360,7 +361,7 @@ class Ledger(LedgerEngine):
         """The worker's result. Checked against format, size and contract: ``Completed``
         or ``Denied``; at or after the deadline ``TimedOut``. Terminal either way."""
         op = self._dispatched(op_id, allow_cancel_requested=True)
-        entry = self._entry(op)
+        entry = self._tools.get(op.tool) or self._entry(op)  # the helper raises
         if op.indeterminate:  # checked here first: every call completes, few are refused
             self._refuse_indeterminate(op, "completed; reconcile it instead")
         if op.deadline_at is not None and self._late(op):
